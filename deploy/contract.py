@@ -1,0 +1,291 @@
+"""The observation/action contract shared by the sim envs, the exporter and the robot runtime.
+
+numpy only: the robot imports this module, so it must not pull in torch, gymnasium or MuJoCo.
+
+Observation (a dict, as gymnasium goal envs return it):
+
+    observation   = [robot state fields in ``state_fields`` order, then the action history]
+    achieved_goal = the gripper / point position (metres)
+    desired_goal  = the target position (metres)
+
+Action history: the last ``history_len`` commands *sent* (not yet necessarily applied), oldest first,
+newest last, each ``action_dim`` long, flattened row-major. Before any command is sent every slot holds the
+hold command (all zeros: zero displacement). With a fixed delay ``k == history_len`` the history is exactly
+the commands still pending: slot 0 is applied at the next control step. With a randomized delay
+``k <= history_len`` the pending commands are the last ``k`` slots.
+
+Flat layout (what ONNX takes, float32): ``concat(observation, achieved_goal, desired_goal)``.
+
+Action: ``action_dim`` floats in [action_low, action_high]; the first three are a Cartesian displacement of
+``action_scale_m`` metres per unit per control step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+OBS_KEYS = ("observation", "achieved_goal", "desired_goal")
+CONTRACT_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ObservationContract:
+    """Field order, dimensions, action history length, scale and bounds of one robot task.
+
+    :param name: task name, e.g. ``"fetch_reach"``.
+    :param state_fields: robot state fields in order, as (name, size) pairs.
+    :param action_dim: length of one command.
+    :param history_len: number of past commands carried in the observation (control steps).
+    :param goal_dim: length of the achieved and desired goal (3: x, y, z in metres).
+    :param action_scale_m: metres of displacement per unit command per control step.
+    :param action_low: lower bound of every action component.
+    :param action_high: upper bound of every action component.
+    :param control_period_s: seconds per control step.
+    :param position_slice: (start, stop) of the gripper position (metres) inside the robot state.
+    """
+
+    name: str
+    state_fields: tuple[tuple[str, int], ...]
+    action_dim: int
+    history_len: int
+    goal_dim: int = 3
+    action_scale_m: float = 0.05
+    action_low: float = -1.0
+    action_high: float = 1.0
+    control_period_s: float = 0.04
+    position_slice: tuple[int, int] = (0, 3)
+
+    def __post_init__(self) -> None:
+        if self.history_len < 0:
+            raise ValueError(f"history_len must be >= 0 control steps, got {self.history_len}")
+        if self.action_dim < 1:
+            raise ValueError(f"action_dim must be >= 1, got {self.action_dim}")
+        if not self.action_low < self.action_high:
+            raise ValueError(f"action_low ({self.action_low}) must be below action_high ({self.action_high})")
+        if self.control_period_s <= 0:
+            raise ValueError(f"control_period_s must be > 0 seconds, got {self.control_period_s}")
+
+    # Dimensions ------------------------------------------------------------------------------------
+    @property
+    def state_dim(self) -> int:
+        return sum(size for _, size in self.state_fields)
+
+    @property
+    def observation_dim(self) -> int:
+        """Length of the ``observation`` entry: robot state + action history."""
+        return self.state_dim + self.history_len * self.action_dim
+
+    @property
+    def flat_dim(self) -> int:
+        """Length of the flat float32 vector the exported policy takes."""
+        return self.observation_dim + 2 * self.goal_dim
+
+    def hold(self) -> np.ndarray:
+        """The hold command: zero displacement (float64, ``action_dim``)."""
+        return np.zeros(self.action_dim, dtype=np.float64)
+
+    # Building and flattening -----------------------------------------------------------------------
+    def build(
+        self,
+        state: np.ndarray,
+        history: ActionHistory,
+        desired_goal: np.ndarray,
+        achieved_goal: np.ndarray | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Build the observation dict from a robot state vector, the action history and the target.
+
+        ``achieved_goal`` defaults to the position inside ``state`` (``position_slice``).
+        """
+        state = np.asarray(state, dtype=np.float64)
+        if state.shape != (self.state_dim,):
+            raise ValueError(f"robot state must have shape ({self.state_dim},), got {state.shape}")
+        if history.length != self.history_len or history.action_dim != self.action_dim:
+            raise ValueError(
+                f"action history is {history.length}x{history.action_dim}, "
+                f"the contract needs {self.history_len}x{self.action_dim}"
+            )
+        if achieved_goal is None:
+            achieved_goal = state[slice(*self.position_slice)]
+        return {
+            "observation": np.concatenate([state, history.flat()]),
+            "achieved_goal": np.array(achieved_goal, dtype=np.float64),
+            "desired_goal": np.array(desired_goal, dtype=np.float64),
+        }
+
+    def flatten(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Flatten one dict observation (or a batch, leading axis) into the float32 layout ONNX takes."""
+        for key in OBS_KEYS:
+            if key not in obs:
+                raise KeyError(f"observation is missing {key!r}; it needs the keys {OBS_KEYS}")
+        parts = [np.asarray(obs[key]) for key in OBS_KEYS]
+        flat = np.concatenate(parts, axis=-1).astype(np.float32)
+        if flat.shape[-1] != self.flat_dim:
+            raise ValueError(
+                f"flattened observation has {flat.shape[-1]} values, the contract {self.name!r} "
+                f"expects {self.flat_dim} (observation {self.observation_dim} + 2 x goal {self.goal_dim})"
+            )
+        return flat
+
+    def clip_action(self, action: np.ndarray) -> np.ndarray:
+        return np.clip(action, self.action_low, self.action_high)
+
+    # Manifest (de)serialisation ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description, written into the policy package manifest."""
+        return {
+            "format_version": CONTRACT_FORMAT_VERSION,
+            "name": self.name,
+            "state_fields": [[name, size] for name, size in self.state_fields],
+            "action_dim": self.action_dim,
+            "history_len": self.history_len,
+            "history_order": "oldest_first",
+            "goal_dim": self.goal_dim,
+            "action_scale_m": self.action_scale_m,
+            "action_low": self.action_low,
+            "action_high": self.action_high,
+            "control_period_s": self.control_period_s,
+            "position_slice": list(self.position_slice),
+            "flat_layout": ["observation", "achieved_goal", "desired_goal"],
+            "flat_dim": self.flat_dim,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ObservationContract:
+        version = data.get("format_version")
+        if version != CONTRACT_FORMAT_VERSION:
+            raise ValueError(
+                f"contract format_version {version!r} is not supported (this build reads "
+                f"{CONTRACT_FORMAT_VERSION}); re-export the policy with this version of robot-grpo"
+            )
+        if data.get("history_order", "oldest_first") != "oldest_first":
+            raise ValueError(f"unsupported history_order {data.get('history_order')!r}")
+        contract = cls(
+            name=str(data["name"]),
+            state_fields=tuple((str(n), int(s)) for n, s in data["state_fields"]),
+            action_dim=int(data["action_dim"]),
+            history_len=int(data["history_len"]),
+            goal_dim=int(data["goal_dim"]),
+            action_scale_m=float(data["action_scale_m"]),
+            action_low=float(data["action_low"]),
+            action_high=float(data["action_high"]),
+            control_period_s=float(data["control_period_s"]),
+            position_slice=(int(data["position_slice"][0]), int(data["position_slice"][1])),
+        )
+        if "flat_dim" in data and int(data["flat_dim"]) != contract.flat_dim:
+            raise ValueError(f"contract flat_dim {data['flat_dim']} does not match its fields ({contract.flat_dim})")
+        return contract
+
+
+class ActionHistory:
+    """The last ``length`` commands sent, oldest first (see the module docstring).
+
+    The env uses it to apply the command sent ``k`` steps ago; the runtime uses the same class to build the
+    observation, so both produce the same bytes.
+    """
+
+    def __init__(self, length: int, action_dim: int) -> None:
+        if length < 0:
+            raise ValueError(f"history length must be >= 0 control steps, got {length}")
+        self.length = length
+        self.action_dim = action_dim
+        self._buf = np.zeros((length, action_dim), dtype=np.float64)
+
+    def clear(self) -> None:
+        """Fill every slot with the hold command (zeros)."""
+        self._buf[:] = 0.0
+
+    def sent_ago(self, steps: int) -> np.ndarray:
+        """The command sent ``steps`` control steps before the next push (1 = the newest)."""
+        if not 1 <= steps <= self.length:
+            raise ValueError(f"steps must be in 1..{self.length}, got {steps}")
+        return self._buf[self.length - steps].copy()
+
+    def push(self, command: np.ndarray) -> None:
+        """Append the command just sent, dropping the oldest."""
+        if self.length == 0:
+            return
+        self._buf[:-1] = self._buf[1:]
+        self._buf[-1] = command
+
+    def flat(self) -> np.ndarray:
+        return self._buf.reshape(-1).copy()
+
+    def get_state(self) -> np.ndarray:
+        return self._buf.copy()
+
+    def set_state(self, buf: np.ndarray) -> None:
+        buf = np.asarray(buf, dtype=np.float64)
+        if buf.shape != self._buf.shape:
+            raise ValueError(f"history state must have shape {self._buf.shape}, got {buf.shape}")
+        self._buf[:] = buf
+
+
+def apply_delay(history: ActionHistory, command: np.ndarray, delay: int) -> np.ndarray:
+    """Return the command that takes effect now under a ``delay``-step actuation lag, and record ``command``.
+
+    The command sent at step t is applied at step t + delay; before the first ``delay`` steps of an
+    episode the applied command is the hold command (the history starts filled with it).
+    """
+    if not 0 <= delay <= history.length:
+        raise ValueError(f"delay must be in 0..{history.length} control steps, got {delay}")
+    command = np.asarray(command, dtype=np.float64)
+    applied = command.copy() if delay == 0 else history.sent_ago(delay)
+    history.push(command)
+    return applied
+
+
+FETCH_STATE_FIELDS: tuple[tuple[str, int], ...] = (
+    ("grip_pos", 3),  # metres, world frame
+    ("gripper_state", 2),  # finger joint positions, metres
+    ("grip_velp", 3),  # metres per control step
+    ("gripper_vel", 2),  # finger joint velocities, metres per control step
+)
+
+POINT_STATE_FIELDS: tuple[tuple[str, int], ...] = (
+    ("pos", 3),  # metres
+    ("vel", 3),  # metres per control step
+)
+
+
+def fetch_reach_contract(history_len: int) -> ObservationContract:
+    """The FetchReach contract: 10 state values, 4-D action (dx, dy, dz, gripper), 25 Hz."""
+    return ObservationContract(
+        name="fetch_reach",
+        state_fields=FETCH_STATE_FIELDS,
+        action_dim=4,
+        history_len=history_len,
+        action_scale_m=0.05,
+        control_period_s=0.04,
+    )
+
+
+def point_reach_contract(history_len: int) -> ObservationContract:
+    """The numpy point-mass contract: 6 state values, 3-D displacement action, 25 Hz."""
+    return ObservationContract(
+        name="point_reach",
+        state_fields=POINT_STATE_FIELDS,
+        action_dim=3,
+        history_len=history_len,
+        action_scale_m=0.05,
+        control_period_s=0.04,
+    )
+
+
+def contract_from_fields(name: str, history_len: int) -> ObservationContract:
+    """Look up a known contract by task name."""
+    builders = {"fetch_reach": fetch_reach_contract, "point_reach": point_reach_contract}
+    if name not in builders:
+        raise ValueError(f"unknown contract {name!r}; known: {sorted(builders)}")
+    return builders[name](history_len)
+
+
+def as_history(values: Sequence[Sequence[float]], action_dim: int) -> ActionHistory:
+    """Build an ActionHistory from explicit rows (oldest first), for tests and replays."""
+    rows = np.asarray(values, dtype=np.float64).reshape(-1, action_dim)
+    history = ActionHistory(rows.shape[0], action_dim)
+    history.set_state(rows)
+    return history

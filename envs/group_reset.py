@@ -1,0 +1,33 @@
+"""Group reset: every block of ``group_size`` consecutive envs of a VecEnv starts from one shared snapshot.
+
+GRPO's baseline is the group, so all members must start from the same state with the same goal. Rather than
+re-seeding every member alike (fragile: any extra RNG draw desynchronises them), the block leader is reset
+normally, its full state is captured with ``env.unwrapped.snapshot()``, and every member (the leader too) is
+reset with ``options={"snapshot": s}``. Works with SB3's DummyVecEnv and SubprocVecEnv (snapshots are picklable).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.vec_env import VecEnv
+
+
+def group_reset(vec_env: VecEnv, group_size: int, seed: int | None = None) -> dict[str, np.ndarray] | np.ndarray:
+    """Reset ``vec_env`` so that envs [g*G, (g+1)*G) share one start; returns the first observation.
+
+    :param vec_env: the vectorized env; ``num_envs`` must be a multiple of ``group_size``.
+    :param group_size: members per group (G).
+    :param seed: optional seed for the leaders' fresh reset (env i gets seed + i, as SB3 seeds).
+    """
+    n = vec_env.num_envs
+    if group_size < 1 or n % group_size != 0:
+        raise ValueError(f"num_envs ({n}) must be a positive multiple of group_size ({group_size})")
+    if seed is not None:
+        vec_env.seed(seed)
+    vec_env.reset()
+    leaders = list(range(0, n, group_size))
+    snapshots: list[Any] = vec_env.env_method("snapshot", indices=leaders)
+    vec_env.set_options([{"snapshot": snapshots[i // group_size]} for i in range(n)])
+    return vec_env.reset()

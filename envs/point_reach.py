@@ -1,0 +1,80 @@
+"""A tiny pure-numpy goal env with the FetchReach contract's shape: a 3-D point mass reaching a goal.
+
+Fast (no MuJoCo) so that learning tests finish in seconds. Dynamics per control step (metres):
+
+    vel = action[:3] * action_scale_m         (the applied, possibly delayed, command)
+    pos = clip(pos + vel, bounds_low, bounds_high)
+
+The start is the centre of the box; goals are uniform in ``centre +- goal_range_m`` per axis.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from deploy.contract import point_reach_contract
+from envs.delayed_goal_env import DelayedGoalEnv
+
+POINT_START_M = np.array([0.0, 0.0, 0.0])
+POINT_BOUND_M = 0.3  # half-width of the reachable box around the start, metres
+
+
+class PointReachEnv(DelayedGoalEnv):
+    """Point mass reaching a goal with delayed commands (see DelayedGoalEnv for the shared options).
+
+    :param delay: fixed delay in control steps (ignored when ``delay_range`` is given).
+    :param delay_range: inclusive per-episode delay range in control steps.
+    :param goal_range_m: goals are drawn uniformly within +- this many metres per axis of the start.
+    :param obs_noise_std_m: position noise std in metres.
+    :param distance_threshold: success radius in metres.
+    :param max_episode_steps: episode length in control steps.
+    :param reward_type: "sparse" or "dense".
+    """
+
+    def __init__(
+        self,
+        delay: int = 1,
+        delay_range: tuple[int, int] | None = None,
+        goal_range_m: float = 0.15,
+        obs_noise_std_m: float = 0.0,
+        distance_threshold: float = 0.05,
+        max_episode_steps: int = 50,
+        reward_type: str = "sparse",
+    ) -> None:
+        delay_range = tuple(delay_range) if delay_range is not None else (delay, delay)
+        if not 0 < goal_range_m <= POINT_BOUND_M:
+            raise ValueError(f"goal_range_m must be in (0, {POINT_BOUND_M}] metres, got {goal_range_m}")
+        super().__init__(
+            point_reach_contract(delay_range[1]),
+            delay_range,
+            obs_noise_std_m,
+            distance_threshold,
+            max_episode_steps,
+            reward_type,
+        )
+        self.goal_range_m = float(goal_range_m)
+        self._pos = POINT_START_M.copy()
+        self._vel = np.zeros(3)
+
+    def _physics_reset(self) -> None:
+        self._pos = POINT_START_M.copy()
+        self._vel = np.zeros(3)
+
+    def _physics_apply(self, command: np.ndarray) -> None:
+        self._vel = command[:3] * self.contract.action_scale_m
+        self._pos = np.clip(self._pos + self._vel, POINT_START_M - POINT_BOUND_M, POINT_START_M + POINT_BOUND_M)
+
+    def _physics_state(self) -> np.ndarray:
+        return np.concatenate([self._pos, self._vel])
+
+    def _physics_get(self) -> Any:
+        return np.concatenate([self._pos, self._vel])
+
+    def _physics_set(self, physics: Any) -> None:
+        physics = np.asarray(physics, dtype=np.float64)
+        self._pos, self._vel = physics[:3].copy(), physics[3:6].copy()
+
+    def _sample_goal(self) -> np.ndarray:
+        return POINT_START_M + self.np_random.uniform(-self.goal_range_m, self.goal_range_m, size=3)
