@@ -1,4 +1,6 @@
-"""Group reset (generic over any env with the snapshot API): every block of ``group_size`` consecutive envs of a VecEnv starts from one shared snapshot.
+"""Group reset: every block of ``group_size`` consecutive envs of a VecEnv starts from one shared snapshot.
+
+Generic over any env that offers the snapshot API (``env.unwrapped.snapshot()``, ``reset(options={"snapshot": s})``).
 
 GRPO's baseline is the group, so all members must start from the same state with the same goal. Rather than
 re-seeding every member alike (fragile: any extra RNG draw desynchronises them), the block leader is reset
