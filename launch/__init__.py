@@ -1,0 +1,1 @@
+"""Launch files and the ``robot-grpo`` command (the composition root)."""

@@ -1,0 +1,133 @@
+"""The ``robot-grpo`` command: the composition root that ties the layers together.
+
+Each subcommand reads its launch file (``launch/<job>.yaml`` by default, or ``--config FILE``), applies
+``--set key.sub=value`` overrides, validates, writes the resolved config under ``runs/<name>/`` and runs the job.
+Heavy imports (torch, MuJoCo, SB3) happen only inside the job that needs them, so ``robot-grpo run`` on the
+robot needs no torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from launch.jobs import JOBS, load_launch, validate_launch
+from launch.schema import LaunchError
+
+LAUNCH_DIR = Path(__file__).resolve().parent
+DEFAULT_LAUNCH_FILES = {
+    "train": "train_fetch_reach.yaml",
+    "eval": "eval.yaml",
+    "export": "export.yaml",
+    "run": "run_sim_robot.yaml",
+    "calibrate": "calibrate.yaml",
+    "finetune": "finetune.yaml",
+    "demo": "demo.yaml",
+}
+JOB_MODULES = {job: f"launch.job_{job}" for job in JOBS}
+HELP = {
+    "train": "train GRPO + hindsight on the simulated task",
+    "eval": "evaluate a checkpoint or a policy package in simulation",
+    "export": "export a checkpoint to a verified policy package (ONNX fp32/fp16/int8, TensorRT command)",
+    "run": "run the safe controller on the simulated robot or a serial port",
+    "calibrate": "measure delay, noise and workspace through the robot link; write a calibration file",
+    "finetune": "fine-tune from the robot's tick logs with EWC; promote only through the gate",
+    "demo": "the whole pipeline on the simulated robot (--quick starts from the shipped model)",
+}
+
+
+def _parse_override(text: str) -> tuple[list[str], Any]:
+    if "=" not in text:
+        raise LaunchError(f"--set expects key.sub=value, got {text!r}")
+    key, raw = text.split("=", 1)
+    return key.strip().split("."), yaml.safe_load(raw)
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``key.sub=value`` overrides (values parsed as YAML) to a raw launch mapping."""
+    for text in overrides:
+        path, value = _parse_override(text)
+        node = data
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise LaunchError(f"--set {text}: '{part}' is not a section")
+            node = child
+        node[path[-1]] = value
+    return data
+
+
+def resolve_config(job: str | None, config_path: str | None, overrides: list[str]) -> dict[str, Any]:
+    """The validated launch config of a job: its launch file, then the overrides."""
+    path = Path(config_path) if config_path else LAUNCH_DIR / DEFAULT_LAUNCH_FILES[job or ""]
+    if not path.is_file():
+        raise LaunchError(f"launch file {path} does not exist (see {LAUNCH_DIR} for examples)")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise LaunchError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise LaunchError(f"{path}: the top level must be a mapping with 'job'")
+    if job is not None and raw.get("job") != job:
+        raise LaunchError(f"{path}: 'job' is {raw.get('job')!r} but the subcommand is {job!r}")
+    if not overrides:
+        return load_launch(path)
+    return validate_launch(apply_overrides(raw, overrides), source=f"{path} (with --set)")
+
+
+def run_job(config: dict[str, Any]) -> int:
+    module = importlib.import_module(JOB_MODULES[config["job"]])
+    return int(module.main(config) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="robot-grpo", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for job in JOBS:
+        p = sub.add_parser(job, help=HELP[job], description=HELP[job])
+        p.add_argument("--config", help=f"launch file (default: launch/{DEFAULT_LAUNCH_FILES[job]})")
+        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a launch key")
+        p.add_argument("--name", help="run name (runs/<name>/)")
+        if job == "demo":
+            p.add_argument("--quick", action="store_true", help="start from the shipped default model")
+    p = sub.add_parser("launch", help="run a launch file (its 'job' picks the subcommand)")
+    p.add_argument("file", help="launch/*.yaml")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a launch key")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    commands = (*JOBS, "launch")
+    if argv and not argv[0].startswith("-") and argv[0] not in commands:
+        print(f"robot-grpo: error: unknown command {argv[0]!r}; choose from {', '.join(commands)}\n", file=sys.stderr)
+        parser.print_help()
+        return 2
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        if args.command == "launch":
+            config = resolve_config(None, args.file, args.set)
+        else:
+            overrides = list(args.set)
+            if args.name:
+                overrides.append(f"name={args.name}")
+            if getattr(args, "quick", False):
+                overrides.append("quick=true")
+            config = resolve_config(args.command, args.config, overrides)
+        return run_job(config)
+    except LaunchError as err:
+        print(f"robot-grpo: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

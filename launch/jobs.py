@@ -1,0 +1,164 @@
+"""The launch-file schema of every job, and loading a launch file (yaml + stdlib only).
+
+A launch file names its job and gives that job's sections::
+
+    job: train
+    name: fetch_k2
+    env: {id: DelayedFetchReach-v0, delay: 2}
+    train: {total_timesteps: 16000, seed: 0}
+
+Every run writes its resolved config (defaults filled in) as ``resolved_config.yaml`` next to its outputs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from launch.schema import Field, LaunchError, Section, validate
+
+JOBS = ("train", "eval", "export", "run", "calibrate", "finetune", "demo")
+ENV_IDS = ("DelayedFetchReach-v0", "PointReach-v0")
+BACKENDS = ("ort-cpu", "ort-cuda", "ort-trt", "tensorrt")
+VARIANTS = ("fp32", "fp16", "int8", "engine")
+DEFAULT_PACKAGE = "models/default"
+
+ENV = Section(
+    {
+        "id": Field("str", "DelayedFetchReach-v0", choices=ENV_IDS, doc="registered env id"),
+        "delay": Field("int", None, low=0, high=8, nullable=True, doc="fixed actuation delay, control steps"),
+        "delay_range": Field("list[int]", None, length=2, low=0, high=8, nullable=True, doc="[low, high] steps"),
+        "obs_noise_std_m": Field("float", None, low=0.0, high=0.1, nullable=True, doc="position noise, metres"),
+        "distance_threshold": Field("float", 0.05, low=1e-3, high=0.5, doc="success radius, metres"),
+        "calibration": Field("path", None, nullable=True, doc="calibration file (Fetch env defaults)"),
+    },
+    doc="the simulated task",
+)
+
+TRAIN = Section(
+    {
+        "total_timesteps": Field("int", 16_000, low=1, doc="env steps"),
+        "seed": Field("int", 0, low=0),
+        "target_success": Field("float", 0.95, low=0.0, high=1.0, doc="stop early at this eval success"),
+        "eval_episodes": Field("int", 30, low=1, doc="deterministic episodes per evaluation"),
+        "hyperparameters": Field("mapping", {}, doc="GRPO constructor arguments, checked against its signature"),
+    }
+)
+
+ROBOT = Section(
+    {
+        "kind": Field("str", "sim", choices=("sim", "serial"), doc="the simulated robot on a pty, or a serial port"),
+        "port": Field("str", None, nullable=True, doc="serial port or pyserial URL (kind: serial)"),
+        "baudrate": Field("int", 1_000_000, low=1200, high=20_000_000),
+        "delay": Field("int", 2, low=0, high=8, doc="simulated robot's actuation delay, control steps"),
+        "obs_noise_std_m": Field("float", 0.0, low=0.0, high=0.1, doc="simulated robot's position noise, metres"),
+        "action_gain": Field("float", 1.0, low=0.1, high=2.0, doc="simulated robot's actuation gain error"),
+        "lockstep": Field("bool", False, doc="simulated robot steps once per command (fast tests) vs real time"),
+    }
+)
+
+SCHEMAS: dict[str, Section] = {
+    "train": Section({"env": ENV, "train": TRAIN, "output": Field("path", "runs", doc="runs folder")}),
+    "eval": Section(
+        {
+            "env": ENV,
+            "checkpoint": Field("path", required=True, doc="GRPO checkpoint (.zip) or policy package folder"),
+            "episodes": Field("int", 100, low=1),
+            "seed": Field("int", 0, low=0),
+            "output": Field("path", "runs"),
+        }
+    ),
+    "export": Section(
+        {
+            "env": ENV,
+            "checkpoint": Field("path", required=True, doc="GRPO checkpoint (.zip)"),
+            "out_dir": Field("path", required=True, doc="policy package folder to write"),
+            "parity_observations": Field("int", 10_000, low=100),
+            "closed_loop_episodes": Field("int", 100, low=1),
+            "output": Field("path", "runs"),
+        }
+    ),
+    "run": Section(
+        {
+            "package": Field("path", DEFAULT_PACKAGE, doc="policy package folder"),
+            "backend": Field("str", "ort-cpu", choices=BACKENDS),
+            "variant": Field("str", "fp32", choices=VARIANTS),
+            "robot": ROBOT,
+            "calibration": Field("path", None, nullable=True, doc="calibration file for the safety filter's box"),
+            "episodes": Field("int", 20, low=1),
+            "seed": Field("int", 0, low=0, doc="seed of the goal sequence"),
+            "output": Field("path", "runs"),
+        }
+    ),
+    "calibrate": Section(
+        {
+            "robot": ROBOT,
+            "robot_id": Field("str", "sim_fetch"),
+            "out": Field("path", None, nullable=True, doc="calibration file to write (default runs/<name>/<id>.yaml)"),
+            "safe_box_low": Field("list[float]", [1.05, 0.40, 0.40], length=3, doc="metres"),
+            "safe_box_high": Field("list[float]", [1.65, 1.10, 0.95], length=3, doc="metres"),
+            "repeats": Field("int", 5, low=1, high=100, doc="delay measurements"),
+            "output": Field("path", "runs"),
+        }
+    ),
+    "finetune": Section(
+        {
+            "package": Field("path", DEFAULT_PACKAGE, doc="the running policy package"),
+            "logs": Field("path", required=True, doc="tick log file or folder from the runtime"),
+            "env": ENV,
+            "ewc_lambda": Field("float", None, low=0.0, nullable=True, doc="EWC strength; null = default"),
+            "total_timesteps": Field("int", 6_400, low=1),
+            "promote_to": Field("path", None, nullable=True, doc="package path to promote into when the gate passes"),
+            "output": Field("path", "runs"),
+        }
+    ),
+    "demo": Section(
+        {
+            "quick": Field("bool", False, doc="start from the shipped default model instead of training"),
+            "train": TRAIN,
+            "robot": ROBOT,
+            "episodes": Field("int", 20, low=1, doc="episodes on the simulated robot per stage"),
+            "output": Field("path", "runs"),
+        }
+    ),
+}
+
+
+def validate_launch(data: Any, source: str = "<launch>") -> dict[str, Any]:
+    """Validate a parsed launch mapping; returns ``{"job", "name", **resolved job sections}``."""
+    try:
+        if not isinstance(data, dict):
+            raise LaunchError(f"the top level must be a mapping with 'job', got {type(data).__name__}")
+        job = data.get("job")
+        if job not in SCHEMAS:
+            raise LaunchError(f"'job' = {job!r} is not allowed; allowed values: {', '.join(JOBS)}")
+        name = data.get("name", job)
+        if not isinstance(name, str) or not name or "/" in name:
+            raise LaunchError(f"'name' must be a non-empty string without '/', got {name!r}")
+        body = {k: v for k, v in data.items() if k not in ("job", "name")}
+        resolved = validate(body, SCHEMAS[job])
+    except LaunchError as err:
+        raise LaunchError(f"{source}: {err}") from None
+    return {"job": job, "name": name, **resolved}
+
+
+def load_launch(path: str | Path) -> dict[str, Any]:
+    """Read and validate a launch file."""
+    path = Path(path)
+    if not path.is_file():
+        raise LaunchError(f"launch file {path} does not exist (see launch/*.yaml for examples)")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise LaunchError(f"{path}: not valid YAML: {err}") from None
+    return validate_launch(data, source=str(path))
+
+
+def write_resolved(config: dict[str, Any], run_dir: Path) -> Path:
+    """Write the resolved config next to a run's outputs."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    out = run_dir / "resolved_config.yaml"
+    out.write_text(yaml.safe_dump(config, sort_keys=False))
+    return out

@@ -1,0 +1,105 @@
+"""Launch files: every shipped file validates; bad files give errors naming the key and the allowed values."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from launch.cli import apply_overrides, main, resolve_config
+from launch.jobs import JOBS, load_launch, validate_launch, write_resolved
+from launch.schema import LaunchError
+
+LAUNCH_DIR = Path(__file__).resolve().parents[2] / "launch"
+
+
+@pytest.mark.parametrize("path", sorted(LAUNCH_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_launch_files_validate(path):
+    config = load_launch(path)
+    assert config["job"] in JOBS
+
+
+def test_every_job_has_a_launch_file():
+    jobs = {load_launch(p)["job"] for p in LAUNCH_DIR.glob("*.yaml")}
+    assert jobs == set(JOBS)
+
+
+def test_defaults_are_filled_in():
+    config = validate_launch({"job": "train"})
+    assert config["name"] == "train"
+    assert config["train"]["total_timesteps"] == 16_000
+    assert config["env"]["id"] == "DelayedFetchReach-v0"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"job": "fly"}, "'job' = 'fly' is not allowed; allowed values: train, eval"),
+        ({"job": "train", "train": {"gamma": 0.9}}, "unknown key 'train.gamma'; allowed keys: eval_episodes"),
+        ({"job": "train", "train": {"seed": -1}}, "'train.seed' = -1 is out of range: it must be >= 0"),
+        ({"job": "train", "env": {"id": "CartPole-v1"}}, "'env.id' = 'CartPole-v1' is not allowed"),
+        ({"job": "train", "env": {"delay": 9}}, "'env.delay' = 9 is out of range: allowed values are 0 to 8"),
+        ({"job": "train", "env": {"delay_range": [1]}}, "'env.delay_range' must have 2 items"),
+        ({"job": "run", "robot": {"lockstep": "yes"}}, "'robot.lockstep' must be true or false"),
+        ({"job": "run", "backend": "cuda"}, "'backend' = 'cuda' is not allowed; allowed values: ort-cpu, ort-cuda"),
+        ({"job": "eval"}, "missing key 'checkpoint'"),
+        ({"job": "train", "env": [1, 2]}, "'env' must be a mapping"),
+        ({"job": "train", "train": {"total_timesteps": 1.5}}, "'train.total_timesteps' must be an integer"),
+        ({"job": "train", "name": "a/b"}, "'name' must be a non-empty string without '/'"),
+    ],
+)
+def test_bad_launch_data_names_the_key(data, message):
+    with pytest.raises(LaunchError) as err:
+        validate_launch(data, source="t.yaml")
+    assert message in str(err.value)
+    assert str(err.value).startswith("t.yaml: ")
+
+
+def test_malformed_file_names_the_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("job: train\nenv: {id: [unclosed\n")
+    with pytest.raises(LaunchError, match="bad.yaml: not valid YAML"):
+        load_launch(bad)
+    with pytest.raises(LaunchError, match="does not exist"):
+        load_launch(tmp_path / "missing.yaml")
+
+
+def test_overrides_are_parsed_as_yaml_and_validated():
+    raw = apply_overrides({"job": "train"}, ["train.seed=3", "env.delay_range=[1, 3]", "name=x"])
+    config = validate_launch(raw)
+    assert config["train"]["seed"] == 3
+    assert config["env"]["delay_range"] == [1, 3]
+    assert config["name"] == "x"
+    with pytest.raises(LaunchError, match="expects key.sub=value"):
+        apply_overrides({}, ["train.seed"])
+
+
+def test_subcommand_refuses_a_launch_file_of_another_job(tmp_path):
+    other = tmp_path / "run.yaml"
+    other.write_text(yaml.safe_dump({"job": "run"}))
+    with pytest.raises(LaunchError, match="'job' is 'run' but the subcommand is 'train'"):
+        resolve_config("train", str(other), [])
+
+
+def test_resolved_config_is_written(tmp_path):
+    config = validate_launch({"job": "train"})
+    path = write_resolved(config, tmp_path / "run")
+    assert yaml.safe_load(path.read_text()) == config
+
+
+def test_cli_bad_key_exits_2_with_message(capsys):
+    assert main(["train", "--set", "train.sed=1"]) == 2
+    assert "unknown key 'train.sed'" in capsys.readouterr().err
+
+
+def test_cli_unknown_subcommand_prints_help(capsys):
+    assert main(["fly"]) == 2
+    captured = capsys.readouterr()
+    assert "unknown command 'fly'" in captured.err
+    assert "usage: robot-grpo" in captured.out
+    for job in JOBS:
+        assert job in captured.out
+
+
+def test_cli_no_subcommand_prints_help(capsys):
+    assert main([]) == 2
+    assert "usage: robot-grpo" in capsys.readouterr().out
