@@ -1,0 +1,127 @@
+"""An atomic policy holder: the control loop reads it once per tick, a promotion swaps it between ticks.
+
+numpy + stdlib only (runs on the robot). The API is three calls:
+
+    slot = PolicySlot(backend, label="pkg-0001", probe=obs_batch)
+    backend = slot.current()            # the control loop, once at the start of every tick
+    slot.swap(new_backend, label=...)   # the promoter, from any thread
+    slot.rollback()                     # back to the previous backend
+
+Why a tick never sees half a swap and never misses its deadline because of one:
+
+- ``current()`` is one attribute read of an immutable entry; ``swap`` publishes the new entry with one
+  attribute assignment (atomic in CPython). The loop calls ``current()`` once per tick and uses that backend
+  for the whole tick, so a swap lands exactly between two ticks.
+- The expensive parts of a swap - loading the package, building the inference session and its first
+  (cold) inference, which allocates - run in ``swap`` on the caller's thread *before* publishing, via the
+  probe: the new backend must return finite float32 actions of the same shape as the running one on
+  ``probe`` (a batch of real observations), else the swap is refused and the running policy stays.
+- Writers (swap / rollback) are serialized by a lock; the reader takes no lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+Backend = Callable[[np.ndarray], np.ndarray]
+"""obs_flat float32 [B, D] -> actions float32 [B, A] (deploy.runtime.backends.InferenceBackend)."""
+
+WARMUP_CALLS = 2  # cold calls made before publishing: the first allocates, the second runs on warm buffers
+
+
+class SwapRefusedError(ValueError):
+    """The new backend failed its probe; the running backend stays in place."""
+
+
+@dataclass(frozen=True)
+class SlotEntry:
+    """One published policy: the backend, a label (e.g. the package id) and a version number (1, 2, ...)."""
+
+    backend: Backend
+    label: str
+    version: int
+
+
+class PolicySlot:
+    """Holds the running inference backend; see the module docstring.
+
+    :param backend: the backend to start with.
+    :param label: a name for it (shown in logs, e.g. the package folder or its manifest hash).
+    :param probe: optional float32 [B, D] observations every backend must answer before it is published;
+        the initial backend is probed too, which also warms it up.
+    """
+
+    def __init__(self, backend: Backend, label: str = "initial", probe: np.ndarray | None = None) -> None:
+        self._probe = None if probe is None else np.ascontiguousarray(probe, dtype=np.float32)
+        if self._probe is not None and self._probe.ndim != 2:
+            raise ValueError(f"probe must be a float32 batch [B, obs_dim], got shape {self._probe.shape}")
+        self._action_shape: tuple[int, ...] | None = None
+        self._action_shape = self._check(backend, label)
+        self._entry = SlotEntry(backend, label, 1)
+        self._previous: SlotEntry | None = None
+        self._lock = threading.Lock()
+        self._versions = 1
+
+    # The control loop ------------------------------------------------------------------------------------
+    def current(self) -> Backend:
+        """The backend to use for this whole tick (lock-free: one attribute read)."""
+        return self._entry.backend
+
+    def entry(self) -> SlotEntry:
+        """The published entry (backend, label, version), read atomically."""
+        return self._entry
+
+    # The promoter ----------------------------------------------------------------------------------------
+    def swap(self, backend: Backend, label: str = "") -> SlotEntry:
+        """Probe and warm up ``backend``, then publish it; the running one becomes the rollback target.
+
+        :raises SwapRefusedError: the backend raised, or returned non-finite / mis-shaped actions on the probe.
+        """
+        self._check(backend, label)
+        with self._lock:
+            self._versions += 1
+            new = SlotEntry(backend, label or f"v{self._versions}", self._versions)
+            self._previous = self._entry
+            self._entry = new
+        return new
+
+    def rollback(self) -> SlotEntry:
+        """Publish the previous backend again (and keep the current one as the new rollback target)."""
+        with self._lock:
+            if self._previous is None:
+                raise RuntimeError("nothing to roll back to: no swap has happened in this slot")
+            self._versions += 1
+            previous = self._previous
+            restored = SlotEntry(previous.backend, previous.label, self._versions)
+            self._previous = self._entry
+            self._entry = restored
+        return restored
+
+    def _check(self, backend: Backend, label: str) -> tuple[int, ...] | None:
+        if not callable(backend):
+            raise TypeError(f"backend {label!r} must be callable on an observation batch, got {type(backend)}")
+        if self._probe is None:
+            return None
+        action = None
+        for _ in range(WARMUP_CALLS):
+            try:
+                action = backend(self._probe)
+            except Exception as err:  # a broken model must never replace a working one
+                raise SwapRefusedError(f"backend {label!r} failed on the probe batch: {err!r}") from err
+        action = np.asarray(action)
+        if action.dtype != np.float32 or action.ndim != 2 or action.shape[0] != self._probe.shape[0]:
+            raise SwapRefusedError(
+                f"backend {label!r} returned {action.dtype} {action.shape} for a probe of {self._probe.shape}; "
+                "it must return float32 [B, action_dim]"
+            )
+        if self._action_shape is not None and action.shape != self._action_shape:
+            raise SwapRefusedError(
+                f"backend {label!r} returns actions of shape {action.shape}, the running policy {self._action_shape}"
+            )
+        if not np.all(np.isfinite(action)):
+            raise SwapRefusedError(f"backend {label!r} returned NaN or inf actions on the probe batch")
+        return action.shape

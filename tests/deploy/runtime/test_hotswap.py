@@ -1,0 +1,145 @@
+"""PolicySlot: swaps land between ticks, broken backends are refused, rollback restores, no deadline is missed.
+
+Time is a fake ledger (no wall-clock asserts): each backend call charges its cost to whoever is calling - the
+control tick or the promoter thread - so the test can see which side pays for a cold start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import numpy as np
+import pytest
+
+from deploy.runtime.hotswap import PolicySlot, SwapRefusedError
+
+PERIOD_S = 0.04  # 25 Hz control period
+COLD_COST_S = 0.1  # first inference of a fresh session: allocations, longer than a period
+WARM_COST_S = 0.001
+OBS_DIM, ACTION_DIM, PROBE_BATCH = 16, 4, 8
+
+
+class Ledger:
+    """Who pays for backend calls right now: a list of costs in seconds (the tick's or the promoter's)."""
+
+    def __init__(self) -> None:
+        self.current: list[float] = []
+
+
+class CostedBackend:
+    """A fake inference backend: constant action ``value``; costs COLD_COST_S on its first call, then WARM_COST_S."""
+
+    def __init__(self, ledger: Ledger, value: float) -> None:
+        self.ledger, self.value, self.calls = ledger, value, 0
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        self.ledger.current.append(COLD_COST_S if self.calls == 0 else WARM_COST_S)
+        self.calls += 1
+        return np.full((obs.shape[0], ACTION_DIM), self.value, dtype=np.float32)
+
+
+def run_ticks(slot: PolicySlot, ledger: Ledger, n_ticks: int, swap_before: dict[int, CostedBackend]):
+    """The control loop's use of the slot: one current() per tick; swaps run on the promoter's ledger."""
+    values, missed = [], 0
+    obs = np.zeros((1, OBS_DIM), dtype=np.float32)
+    for tick in range(n_ticks):
+        if tick in swap_before:
+            ledger.current = []  # the promoter thread pays for the probe / warm-up
+            slot.swap(swap_before[tick], label=f"at-{tick}")
+        ledger.current = tick_costs = []
+        backend = slot.current()
+        values.append(float(backend(obs)[0, 0]))
+        missed += sum(tick_costs) > PERIOD_S
+    return values, missed
+
+
+def test_swap_lands_between_ticks_without_a_missed_deadline() -> None:
+    ledger = Ledger()
+    probe = np.zeros((PROBE_BATCH, OBS_DIM), dtype=np.float32)
+    slot = PolicySlot(CostedBackend(ledger, 1.0), label="old", probe=probe)
+    values, missed = run_ticks(slot, ledger, 100, {50: CostedBackend(ledger, 2.0)})
+    assert values == [1.0] * 50 + [2.0] * 50  # every tick used one policy; the switch is at the tick boundary
+    assert missed == 0
+    assert slot.entry().label == "at-50" and slot.entry().version == 2
+
+
+def test_without_the_probe_warm_up_the_cold_start_would_miss_a_deadline() -> None:
+    # Negative control for the test above: publishing a cold backend makes its first tick overrun.
+    ledger = Ledger()
+    slot = PolicySlot(CostedBackend(ledger, 1.0), label="old", probe=None)
+    _, missed = run_ticks(slot, ledger, 100, {50: CostedBackend(ledger, 2.0)})
+    assert missed == 2  # the initial backend's first tick and the swapped one's first tick
+
+
+class Broken:
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        if self.kind == "raises":
+            raise RuntimeError("corrupt model")
+        if self.kind == "nan":
+            return np.full((obs.shape[0], ACTION_DIM), np.nan, dtype=np.float32)
+        if self.kind == "shape":
+            return np.zeros((obs.shape[0], ACTION_DIM + 1), dtype=np.float32)
+        return np.zeros((obs.shape[0], ACTION_DIM), dtype=np.float64)  # "dtype"
+
+
+@pytest.mark.parametrize("kind", ["raises", "nan", "shape", "dtype"])
+def test_broken_backend_is_refused_and_the_running_one_stays(kind: str) -> None:
+    ledger = Ledger()
+    good = CostedBackend(ledger, 1.0)
+    slot = PolicySlot(good, label="good", probe=np.zeros((PROBE_BATCH, OBS_DIM), dtype=np.float32))
+    with pytest.raises(SwapRefusedError):
+        slot.swap(Broken(kind), label="broken")
+    assert slot.current() is good and slot.entry().version == 1
+    with pytest.raises(RuntimeError, match="nothing to roll back"):
+        slot.rollback()
+
+
+def test_rollback_restores_the_previous_backend_and_can_be_undone() -> None:
+    ledger = Ledger()
+    a, b = CostedBackend(ledger, 1.0), CostedBackend(ledger, 2.0)
+    slot = PolicySlot(a, label="a")
+    slot.swap(b, label="b")
+    assert slot.rollback().label == "a" and slot.current() is a
+    assert slot.rollback().label == "b" and slot.current() is b
+    assert slot.entry().version == 4
+
+
+def test_concurrent_swaps_never_expose_an_unprobed_backend() -> None:
+    ledger = Ledger()
+    probe = np.zeros((PROBE_BATCH, OBS_DIM), dtype=np.float32)
+    good = [CostedBackend(ledger, float(i)) for i in range(1, 4)]
+    slot = PolicySlot(good[0], label="g0", probe=probe)
+    stop = threading.Event()
+    seen_versions: list[int] = []
+    bad_seen = []
+
+    def control_loop() -> None:
+        obs = np.zeros((1, OBS_DIM), dtype=np.float32)
+        while not stop.is_set() or len(seen_versions) < 200:
+            entry = slot.entry()
+            seen_versions.append(entry.version)
+            if not np.all(np.isfinite(entry.backend(obs))):
+                bad_seen.append(entry.label)
+
+    thread = threading.Thread(target=control_loop)
+    thread.start()
+    for i in range(300):
+        with contextlib.suppress(SwapRefusedError):
+            slot.swap(Broken("nan") if i % 3 == 0 else good[i % 3], label=f"s{i}")
+    stop.set()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert not bad_seen
+    assert seen_versions == sorted(seen_versions)  # the loop only ever sees newer entries
+    assert slot.entry().version == 1 + 200  # 200 of the 300 swaps passed the probe
+
+
+def test_bad_probe_and_non_callable_are_refused() -> None:
+    with pytest.raises(ValueError, match="probe"):
+        PolicySlot(lambda o: o, probe=np.zeros(3, dtype=np.float32))
+    with pytest.raises(TypeError, match="callable"):
+        PolicySlot(42)  # type: ignore[arg-type]
