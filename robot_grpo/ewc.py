@@ -19,12 +19,14 @@ Penalty (a pluggable loss term: GRPO adds ``term(policy)`` to its loss and logs 
     ewc(theta) = lambda / 2 * sum_i F_i (theta_i - theta*_i)^2
 
 Online EWC: after a fine-tuning round, ``consolidate`` sets F <- gamma * F_old + F_new and theta* <- theta.
-The state is saved to ``.npz`` (plain arrays, loaded with ``allow_pickle=False``): ``anchor/<param name>``,
-``fisher/<param name>``, ``meta/lambda``, ``meta/gamma``, ``meta/format_version``, ``meta/consolidations``.
+The state is saved to ``.npz`` (plain arrays, loaded with ``allow_pickle=False``): ``param/<param name>``
+(the anchor), ``fisher/<param name>``, ``meta/lambda``, ``meta/gamma``, ``meta/format_version``,
+``meta/consolidations`` - the same ``param/`` and ``fisher/`` keys ``PolicyPackage.load_ewc_anchor`` reads.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 from collections.abc import Callable, Mapping
@@ -270,7 +272,7 @@ class EWCPenalty:
 
     # Persistence (no pickle) ----------------------------------------------------------------------------------
     def to_arrays(self) -> dict[str, np.ndarray]:
-        arrays = {f"anchor/{k}": v.cpu().numpy() for k, v in self.anchor.items()}
+        arrays = {f"param/{k}": v.cpu().numpy() for k, v in self.anchor.items()}
         arrays.update({f"fisher/{k}": v.cpu().numpy() for k, v in self.fisher.items()})
         arrays["meta/lambda"] = np.array(self.lam)
         arrays["meta/gamma"] = np.array(self.gamma)
@@ -285,7 +287,7 @@ class EWCPenalty:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, **self.to_arrays())
+                f.write(self.to_bytes())
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -296,21 +298,25 @@ class EWCPenalty:
 
     @classmethod
     def load(cls, path: str | Path, lam: float | None = None, gamma: float | None = None) -> EWCPenalty:
-        """Read a state written by ``save`` (or by the exporter into a policy package's ``ewc.npz``).
-
-        ``lam`` / ``gamma`` override the stored values.
-        """
+        """Read a state written by ``save`` (or a policy package's ``ewc.npz``); ``lam`` / ``gamma`` override."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"EWC state {path} does not exist; export the policy with a Fisher first")
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
+        return cls.from_bytes(path.read_bytes(), lam, gamma, source=str(path))
+
+    @classmethod
+    def from_bytes(
+        cls, data: bytes, lam: float | None = None, gamma: float | None = None, source: str = "ewc.npz"
+    ) -> EWCPenalty:
+        """Read a state from ``.npz`` bytes (e.g. ``PolicyPackage.read_verified("ewc.npz")``, hash-checked)."""
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
         version = int(arrays.get("meta/format_version", np.array(-1)))
         if version != EWC_FORMAT_VERSION:
             raise ValueError(
-                f"{path}: EWC format_version {version} is not supported (this build reads {EWC_FORMAT_VERSION})"
+                f"{source}: EWC format_version {version} is not supported (this build reads {EWC_FORMAT_VERSION})"
             )
-        anchor = {k[len("anchor/") :]: torch.from_numpy(v) for k, v in arrays.items() if k.startswith("anchor/")}
+        anchor = {k[len("param/") :]: torch.from_numpy(v) for k, v in arrays.items() if k.startswith("param/")}
         fisher = {k[len("fisher/") :]: torch.from_numpy(v) for k, v in arrays.items() if k.startswith("fisher/")}
         return cls(
             anchor,
@@ -319,6 +325,12 @@ class EWCPenalty:
             float(arrays["meta/gamma"]) if gamma is None else gamma,
             int(arrays["meta/consolidations"]),
         )
+
+    def to_bytes(self) -> bytes:
+        """The ``.npz`` bytes of this state (what ``save`` writes)."""
+        buffer = io.BytesIO()
+        np.savez(buffer, **self.to_arrays())
+        return buffer.getvalue()
 
 
 def _snapshot(policy: nn.Module) -> dict[str, torch.Tensor]:

@@ -176,7 +176,7 @@ def test_save_load_round_trip_without_pickle(tmp_path) -> None:
 
 def test_load_refuses_pickled_arrays_and_future_versions(tmp_path) -> None:
     bad = tmp_path / "pickled.npz"
-    np.savez(bad, **{"anchor/w": np.array([object()], dtype=object), "meta/format_version": np.array(1)})
+    np.savez(bad, **{"param/w": np.array([object()], dtype=object), "meta/format_version": np.array(1)})
     with pytest.raises(ValueError, match="allow_pickle"):
         EWCPenalty.load(bad)
     future = tmp_path / "future.npz"
