@@ -122,13 +122,14 @@ class ObservationContract:
             if key not in obs:
                 raise KeyError(f"observation is missing {key!r}; it needs the keys {OBS_KEYS}")
         parts = [np.asarray(obs[key]) for key in OBS_KEYS]
-        flat = np.concatenate(parts, axis=-1).astype(np.float32)
-        if flat.shape[-1] != self.flat_dim:
-            raise ValueError(
-                f"flattened observation has {flat.shape[-1]} values, the contract {self.name!r} "
-                f"expects {self.flat_dim} (observation {self.observation_dim} + 2 x goal {self.goal_dim})"
-            )
-        return flat
+        sizes = (self.observation_dim, self.goal_dim, self.goal_dim)
+        for key, part, size in zip(OBS_KEYS, parts, sizes, strict=True):
+            if part.ndim == 0 or part.shape[-1] != size:
+                raise ValueError(
+                    f"{key!r} has shape {part.shape}; the contract {self.name!r} expects {size} values in its last "
+                    f"axis (flat layout: observation {self.observation_dim} + 2 x goal {self.goal_dim})"
+                )
+        return np.concatenate(parts, axis=-1).astype(np.float32)
 
     def clip_action(self, action: np.ndarray) -> np.ndarray:
         return np.clip(action, self.action_low, self.action_high)
@@ -206,6 +207,8 @@ class ActionHistory:
 
     def push(self, command: np.ndarray) -> None:
         """Append the command just sent, dropping the oldest."""
+        if np.shape(command) != (self.action_dim,):
+            raise ValueError(f"command must have shape ({self.action_dim},), got {np.shape(command)}")
         if self.length == 0:
             return
         self._buf[:-1] = self._buf[1:]

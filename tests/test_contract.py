@@ -1,0 +1,155 @@
+"""The observation/action contract shared by the envs, the exporter and the runtime (deploy/contract.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from deploy.contract import (
+    ActionHistory,
+    ObservationContract,
+    apply_delay,
+    as_history,
+    contract_from_fields,
+    fetch_reach_contract,
+    point_reach_contract,
+)
+
+
+def test_fetch_dimensions() -> None:
+    c = fetch_reach_contract(2)
+    # 10 state values + 2 pending commands x 4 = 18; flat: 18 + achieved 3 + desired 3 = 24
+    assert (c.state_dim, c.observation_dim, c.flat_dim) == (10, 18, 24)
+    assert (c.action_dim, c.action_scale_m, c.control_period_s) == (4, 0.05, 0.04)
+
+
+def test_point_dimensions() -> None:
+    c = point_reach_contract(3)
+    # 6 state values + 3 x 3 = 15; flat 15 + 3 + 3 = 21
+    assert (c.state_dim, c.observation_dim, c.flat_dim) == (6, 15, 21)
+
+
+def test_build_puts_state_then_history_and_goal_from_the_position_slice() -> None:
+    c = point_reach_contract(2)
+    state = np.arange(6.0)  # pos = [0, 1, 2], vel = [3, 4, 5]
+    history = as_history([[10, 11, 12], [20, 21, 22]], action_dim=3)  # oldest first
+    obs = c.build(state, history, desired_goal=[7.0, 8.0, 9.0])
+    np.testing.assert_array_equal(obs["observation"], [0, 1, 2, 3, 4, 5, 10, 11, 12, 20, 21, 22])
+    np.testing.assert_array_equal(obs["achieved_goal"], [0, 1, 2])
+    np.testing.assert_array_equal(obs["desired_goal"], [7, 8, 9])
+    assert all(v.dtype == np.float64 for v in obs.values())
+    state[0] = 99.0  # the observation owns its memory
+    assert obs["achieved_goal"][0] == 0.0
+
+
+def test_flatten_order_is_observation_achieved_desired() -> None:
+    c = point_reach_contract(1)
+    obs = {
+        "desired_goal": np.array([30.0, 31, 32]),
+        "observation": np.arange(9.0),
+        "achieved_goal": np.array([20.0, 21, 22]),
+    }
+    flat = c.flatten(obs)
+    assert flat.dtype == np.float32
+    np.testing.assert_array_equal(flat, [*range(9), 20, 21, 22, 30, 31, 32])
+
+
+def test_flatten_batch() -> None:
+    c = point_reach_contract(1)
+    batch = {"observation": np.zeros((5, 9)), "achieved_goal": np.ones((5, 3)), "desired_goal": np.full((5, 3), 2.0)}
+    flat = c.flatten(batch)
+    assert flat.shape == (5, 15)
+    np.testing.assert_array_equal(flat[:, 9:12], 1.0)
+
+
+def test_flatten_missing_key() -> None:
+    with pytest.raises(KeyError, match="desired_goal"):
+        point_reach_contract(1).flatten({"observation": np.zeros(9), "achieved_goal": np.zeros(3)})
+
+
+def test_flatten_wrong_size_names_the_expected_layout() -> None:
+    c = point_reach_contract(2)  # flat_dim 18
+    obs = {"observation": np.zeros(9), "achieved_goal": np.zeros(3), "desired_goal": np.zeros(3)}
+    with pytest.raises(ValueError, match="observation"):
+        c.flatten(obs)
+
+
+def test_flatten_rejects_a_wrong_split_with_the_right_total() -> None:
+    """observation one short and desired_goal one long: the total matches, the layout does not."""
+    c = point_reach_contract(1)
+    obs = {"observation": np.zeros(8), "achieved_goal": np.zeros(3), "desired_goal": np.zeros(4)}
+    with pytest.raises(ValueError, match="observation"):
+        c.flatten(obs)
+
+
+def test_build_rejects_bad_shapes() -> None:
+    c = fetch_reach_contract(2)
+    with pytest.raises(ValueError, match=r"robot state must have shape \(10,\)"):
+        c.build(np.zeros(9), ActionHistory(2, 4), np.zeros(3))
+    with pytest.raises(ValueError, match="the contract needs 2x4"):
+        c.build(np.zeros(10), ActionHistory(3, 4), np.zeros(3))
+
+
+@pytest.mark.parametrize("history_len", [0, 2, 8])
+def test_to_dict_from_dict_round_trip_through_json(history_len: int) -> None:
+    for c in (fetch_reach_contract(history_len), point_reach_contract(history_len)):
+        data = json.loads(json.dumps(c.to_dict()))
+        assert data["history_order"] == "oldest_first"
+        assert data["flat_layout"] == ["observation", "achieved_goal", "desired_goal"]
+        assert ObservationContract.from_dict(data) == c
+
+
+def test_from_dict_rejects_other_versions_and_inconsistent_dims() -> None:
+    data = fetch_reach_contract(2).to_dict()
+    with pytest.raises(ValueError, match="format_version 2 is not supported"):
+        ObservationContract.from_dict({**data, "format_version": 2})
+    with pytest.raises(ValueError, match="history_order"):
+        ObservationContract.from_dict({**data, "history_order": "newest_first"})
+    with pytest.raises(ValueError, match="flat_dim 25 does not match"):
+        ObservationContract.from_dict({**data, "flat_dim": 25})
+
+
+def test_constructor_rejects_bad_values() -> None:
+    fields = (("pos", 3),)
+    with pytest.raises(ValueError, match="history_len must be >= 0"):
+        ObservationContract("x", fields, action_dim=3, history_len=-1)
+    with pytest.raises(ValueError, match="action_dim must be >= 1"):
+        ObservationContract("x", fields, action_dim=0, history_len=1)
+    with pytest.raises(ValueError, match="must be below action_high"):
+        ObservationContract("x", fields, action_dim=3, history_len=1, action_low=1.0, action_high=1.0)
+    with pytest.raises(ValueError, match="control_period_s must be > 0"):
+        ObservationContract("x", fields, action_dim=3, history_len=1, control_period_s=0.0)
+    with pytest.raises(ValueError, match="unknown contract 'arm'"):
+        contract_from_fields("arm", 2)
+
+
+def test_apply_delay_arithmetic() -> None:
+    history = ActionHistory(3, 1)
+    sent = [np.array([float(t + 1)]) for t in range(6)]  # command t is the value t + 1
+    applied = [apply_delay(history, command, delay=2)[0] for command in sent]
+    # delay 2: step 0, 1 apply the hold command (0); step t >= 2 applies the command sent at t - 2 (value t - 1)
+    assert applied == [0.0, 0.0, 1.0, 2.0, 3.0, 4.0]
+    np.testing.assert_array_equal(history.flat(), [4.0, 5.0, 6.0])  # the last 3 sent, oldest first
+
+
+def test_apply_delay_zero_is_immediate_and_bad_delay_is_rejected() -> None:
+    history = ActionHistory(2, 2)
+    np.testing.assert_array_equal(apply_delay(history, np.array([0.5, -0.5]), delay=0), [0.5, -0.5])
+    with pytest.raises(ValueError, match="delay must be in 0..2"):
+        apply_delay(history, np.zeros(2), delay=3)
+
+
+def test_history_rejects_bad_shapes() -> None:
+    history = ActionHistory(2, 3)
+    with pytest.raises(ValueError, match="must have shape"):
+        history.set_state(np.zeros((3, 3)))
+    with pytest.raises(ValueError, match=r"steps must be in 1..2"):
+        history.sent_ago(0)
+    with pytest.raises(ValueError, match="history length must be >= 0"):
+        ActionHistory(-1, 3)
+    with pytest.raises(ValueError, match=r"command must have shape \(3,\)"):
+        history.push(np.float64(1.0))  # a scalar must not silently fill every component
+    with pytest.raises(ValueError, match=r"command must have shape \(3,\)"):
+        history.push(np.zeros(4))
