@@ -19,6 +19,9 @@ yaml + stdlib only (the robot reads it). Schema version 1::
       max_action: 1.0                # |action| bound, command units
       max_action_rate: 0.5           # max change of a command between ticks, command units per step
       barrier_fraction: 0.5          # approach a workspace face by at most this share of the gap per step
+      watchdog_hold_s: 0.1           # optional: state older than this -> hold (seconds)
+      watchdog_stop_s: 0.5           # optional: state older than this -> safe stop / e-stop (seconds)
+    measurements: {...}              # optional, written by the probe: per-run values, spreads, probe settings
 
 A missing, malformed or out-of-range file raises ``CalibrationError`` naming the key and the allowed values.
 """
@@ -60,6 +63,9 @@ class Calibration:
     max_action: float = 1.0
     max_action_rate: float = 0.5
     barrier_fraction: float = 0.5
+    watchdog_hold_s: float = 0.1
+    watchdog_stop_s: float = 0.5
+    measurements: Mapping[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,7 +86,10 @@ class Calibration:
                 "max_action": self.max_action,
                 "max_action_rate": self.max_action_rate,
                 "barrier_fraction": self.barrier_fraction,
+                "watchdog_hold_s": self.watchdog_hold_s,
+                "watchdog_stop_s": self.watchdog_stop_s,
             },
+            **({"measurements": dict(self.measurements)} if self.measurements else {}),
         }
 
 
@@ -147,6 +156,17 @@ def calibration_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Ca
                     f"'workspace.low[{axis}]' = {low[axis]} must be below 'workspace.high[{axis}]' = {high[axis]}"
                 )
         limits = data.get("limits", {}) or {}
+        if not isinstance(limits, Mapping):
+            raise CalibrationError(f"'limits' must be a mapping, got {limits!r}")
+        hold_s = _number(limits.get("watchdog_hold_s", 0.1), "limits.watchdog_hold_s", 1e-4, 60.0)
+        stop_s = _number(limits.get("watchdog_stop_s", 0.5), "limits.watchdog_stop_s", 1e-4, 60.0)
+        if stop_s < hold_s:
+            raise CalibrationError(
+                f"'limits.watchdog_stop_s' = {stop_s} must be >= 'limits.watchdog_hold_s' = {hold_s}"
+            )
+        measurements = data.get("measurements")
+        if measurements is not None and not isinstance(measurements, Mapping):
+            raise CalibrationError(f"'measurements' must be a mapping, got {type(measurements).__name__}")
         return Calibration(
             robot_id=robot_id,
             date=date,
@@ -161,6 +181,9 @@ def calibration_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Ca
             max_action=_number(limits.get("max_action", 1.0), "limits.max_action", 1e-3, 1.0),
             max_action_rate=_number(limits.get("max_action_rate", 0.5), "limits.max_action_rate", 1e-3, 2.0),
             barrier_fraction=_number(limits.get("barrier_fraction", 0.5), "limits.barrier_fraction", 1e-3, 1.0),
+            watchdog_hold_s=hold_s,
+            watchdog_stop_s=stop_s,
+            measurements=measurements,
         )
     except CalibrationError as err:
         if str(err).startswith(source):

@@ -1,0 +1,308 @@
+"""The safety filter between the policy and the robot: a pure function, run once per control tick.
+
+``filter_action(position_m, pending_displacement_m, proposed, previous_action, state_age_s, limits)`` returns
+the action to send and the reasons it differs from the proposal. In order, first match wins for the holds:
+
+1. watchdog: state older than ``watchdog_stop_s`` -> hold and ``stop=True`` (the loop sends e-stop); older
+   than ``watchdog_hold_s`` -> hold. A NaN age counts as infinitely old.
+2. NaN/inf in the measured position or the in-flight displacement -> hold; in the proposed action -> hold.
+3. clip every component to [-max_action, max_action];
+4. rate limit: each component moves at most ``max_action_rate`` from the previous action sent;
+5. workspace barrier on the Cartesian components (the first ``len(workspace_low)``): with
+   ``p = position_m + pending_displacement_m`` (where the gripper ends once the commands in flight have been
+   applied: the actuation delay) and ``p' = p + action_scale_m * a``, each face's distance h (h = p - low and
+   h = high - p) obeys ``h(p') >= (1 - barrier_fraction) * h(p)``: the gripper approaches a face by at most
+   ``barrier_fraction`` of the remaining gap per step, so ``p'`` stays inside the box. If ``p`` is already
+   outside on an axis (noise, a push), motion further out on that axis is forbidden (reason
+   ``outside_workspace``); the filter does not move the arm back by itself.
+
+The barrier runs last, so it wins over the rate limit (an abrupt stop is safe for a displacement command).
+The hold command is all zeros: zero displacement, the arm stays where it is.
+
+Fast path: the state and actions are a handful of numbers, so the arithmetic runs on Python floats (one
+``tolist()`` each) rather than on tiny numpy arrays; ``benchmarks/safety_filter.py`` measures a call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from calibration.schema import Calibration
+from deploy.contract import ObservationContract
+
+# Intervention reasons (also the keys of InterventionCounter and of the tick log).
+STALE_STOP = "stale_stop"
+STALE_HOLD = "stale_hold"
+NAN_STATE = "nan_state"
+NAN_ACTION = "nan_action"
+NAN_PREVIOUS = "nan_previous"
+CLIP = "clip"
+RATE_LIMIT = "rate_limit"
+WORKSPACE_BARRIER = "workspace_barrier"
+OUTSIDE_WORKSPACE = "outside_workspace"
+REASONS: tuple[str, ...] = (
+    STALE_STOP,
+    STALE_HOLD,
+    NAN_STATE,
+    NAN_ACTION,
+    NAN_PREVIOUS,
+    CLIP,
+    RATE_LIMIT,
+    WORKSPACE_BARRIER,
+    OUTSIDE_WORKSPACE,
+)
+HOLD_REASONS: frozenset[str] = frozenset({STALE_STOP, STALE_HOLD, NAN_STATE, NAN_ACTION})
+
+DEFAULT_WATCHDOG_HOLD_S = 0.1
+DEFAULT_WATCHDOG_STOP_S = 0.5
+PERIOD_MATCH_TOLERANCE_S = 1e-9
+
+
+def _floats(values: Any, name: str, size: int | None = None) -> list[float]:
+    """A list of Python floats from a numpy array or a sequence (checked length when ``size`` is given)."""
+    out = values.tolist() if isinstance(values, np.ndarray) else [float(v) for v in values]
+    if isinstance(values, np.ndarray) and values.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D vector, got shape {values.shape}")
+    if size is not None and len(out) != size:
+        raise ValueError(f"{name} must have {size} values, got {len(out)}")
+    return out
+
+
+def _finite(values: Sequence[float]) -> bool:
+    return all(math.isfinite(v) for v in values)
+
+
+@dataclass(frozen=True)
+class SafetyLimits:
+    """What the filter enforces. Units: metres, command units, seconds.
+
+    :param workspace_low: lower corner of the box the commanded gripper position stays in (metres).
+    :param workspace_high: upper corner (metres).
+    :param max_action: bound on |action| per component (command units).
+    :param max_action_rate: largest change of one component between ticks (command units per control step).
+    :param barrier_fraction: share of the remaining gap to a face the gripper may close per step, in (0, 1].
+    :param action_scale_m: metres of displacement per command unit per control step (the contract's).
+    :param watchdog_hold_s: state older than this (seconds) -> hold.
+    :param watchdog_stop_s: state older than this (seconds) -> hold and safe stop (e-stop).
+    """
+
+    workspace_low: tuple[float, ...]
+    workspace_high: tuple[float, ...]
+    max_action: float = 1.0
+    max_action_rate: float = 0.5
+    barrier_fraction: float = 0.5
+    action_scale_m: float = 0.05
+    watchdog_hold_s: float = DEFAULT_WATCHDOG_HOLD_S
+    watchdog_stop_s: float = DEFAULT_WATCHDOG_STOP_S
+
+    def __post_init__(self) -> None:
+        low = tuple(float(v) for v in self.workspace_low)
+        high = tuple(float(v) for v in self.workspace_high)
+        object.__setattr__(self, "workspace_low", low)
+        object.__setattr__(self, "workspace_high", high)
+        if len(low) != len(high) or not low:
+            raise ValueError(f"workspace_low {low} and workspace_high {high} must have the same, non-zero length")
+        for axis, (lo, hi) in enumerate(zip(low, high, strict=True)):
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise ValueError(f"workspace axis {axis}: low {lo} must be finite and below high {hi} (metres)")
+        checks = (
+            ("max_action", self.max_action),
+            ("max_action_rate", self.max_action_rate),
+            ("action_scale_m", self.action_scale_m),
+            ("watchdog_hold_s", self.watchdog_hold_s),
+            ("watchdog_stop_s", self.watchdog_stop_s),
+        )
+        for name, value in checks:
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value}")
+        if not 0.0 < self.barrier_fraction <= 1.0:
+            raise ValueError(f"barrier_fraction must be in (0, 1], got {self.barrier_fraction}")
+        if self.watchdog_stop_s < self.watchdog_hold_s:
+            raise ValueError(
+                f"watchdog_stop_s ({self.watchdog_stop_s} s) must be >= watchdog_hold_s ({self.watchdog_hold_s} s)"
+            )
+
+    @property
+    def position_dims(self) -> int:
+        """How many leading action components are a Cartesian displacement (the box's dimensions)."""
+        return len(self.workspace_low)
+
+    @classmethod
+    def from_calibration(
+        cls,
+        calibration: Calibration,
+        contract: ObservationContract,
+        watchdog_hold_s: float | None = None,
+        watchdog_stop_s: float | None = None,
+    ) -> SafetyLimits:
+        """Limits from a calibration file (box, action limits, watchdog) and the policy's contract (scale, bounds).
+
+        The watchdog arguments override the file's ``limits.watchdog_*_s``. The calibration must have been
+        measured at the contract's control period (its delay is in control steps of that period).
+        """
+        if abs(calibration.control_period_s - contract.control_period_s) > PERIOD_MATCH_TOLERANCE_S:
+            raise ValueError(
+                f"calibration {calibration.robot_id!r} was measured at {calibration.control_period_s} s per control "
+                f"step but the policy runs at {contract.control_period_s} s; recalibrate at the policy's period"
+            )
+        if contract.goal_dim != len(calibration.workspace_low):
+            raise ValueError(
+                f"contract {contract.name!r} has a {contract.goal_dim}-D position; the calibration box is "
+                f"{len(calibration.workspace_low)}-D"
+            )
+        symmetric_bound = min(contract.action_high, -contract.action_low)
+        if symmetric_bound <= 0:
+            raise ValueError(
+                f"contract bounds [{contract.action_low}, {contract.action_high}] must contain the hold command 0"
+            )
+        return cls(
+            workspace_low=calibration.workspace_low,
+            workspace_high=calibration.workspace_high,
+            max_action=min(calibration.max_action, symmetric_bound),
+            max_action_rate=calibration.max_action_rate,
+            barrier_fraction=calibration.barrier_fraction,
+            action_scale_m=contract.action_scale_m,
+            watchdog_hold_s=calibration.watchdog_hold_s if watchdog_hold_s is None else watchdog_hold_s,
+            watchdog_stop_s=calibration.watchdog_stop_s if watchdog_stop_s is None else watchdog_stop_s,
+        )
+
+
+class FilterResult(NamedTuple):
+    """The filter's answer for one tick.
+
+    :param action: the command to send (float64, the proposal's length); all zeros on a hold.
+    :param reasons: the interventions applied, in filter order (empty: the proposal passed unchanged).
+    :param stop: True when the loop must stop safely (send e-stop): the state is older than watchdog_stop_s.
+    """
+
+    action: np.ndarray
+    reasons: tuple[str, ...]
+    stop: bool
+
+
+def _hold(size: int, reason: str, stop: bool = False) -> FilterResult:
+    return FilterResult(np.zeros(size, dtype=np.float64), (reason,), stop)
+
+
+def barrier_interval(position: float, low: float, high: float, fraction: float, scale: float) -> tuple[float, float]:
+    """The command interval (units) on one axis that keeps ``position`` (metres, in-flight included) safe.
+
+    Inside the box: ``[-fraction * (position - low) / scale, fraction * (high - position) / scale]``. Outside
+    (below low or above high) the bound toward the outside becomes 0: no motion further out.
+    """
+    gap_low = position - low
+    gap_high = high - position
+    lo = -fraction * gap_low / scale if gap_low > 0.0 else 0.0
+    hi = fraction * gap_high / scale if gap_high > 0.0 else 0.0
+    return lo, hi
+
+
+def commanded_position_ok(position_m: Sequence[float], limits: SafetyLimits) -> bool:
+    """True when a (commanded) gripper position lies inside the workspace box, faces included."""
+    return all(lo <= p <= hi for p, lo, hi in zip(position_m, limits.workspace_low, limits.workspace_high, strict=True))
+
+
+def filter_action(
+    position_m: Sequence[float] | np.ndarray,
+    pending_displacement_m: Sequence[float] | np.ndarray,
+    proposed: Sequence[float] | np.ndarray,
+    previous_action: Sequence[float] | np.ndarray,
+    state_age_s: float,
+    limits: SafetyLimits,
+) -> FilterResult:
+    """Make a proposed action safe to send (see the module docstring for the rules and their order).
+
+    :param position_m: measured gripper position (metres, ``limits.position_dims`` values).
+    :param pending_displacement_m: summed displacement (metres) of the commands sent but not yet applied.
+    :param proposed: the policy's action (command units); may hold NaN/inf/huge values.
+    :param previous_action: the action sent at the previous tick (command units; zeros after a hold).
+    :param state_age_s: seconds since the newest fresh state (new sequence number) arrived.
+    :param limits: what to enforce.
+    """
+    dims = limits.position_dims
+    act = _floats(proposed, "proposed action")
+    size = len(act)
+    if size < dims:
+        raise ValueError(f"the action has {size} components; the first {dims} must be the Cartesian displacement")
+    if not state_age_s <= limits.watchdog_stop_s:  # also true for NaN
+        return _hold(size, STALE_STOP, stop=True)
+    if state_age_s > limits.watchdog_hold_s:
+        return _hold(size, STALE_HOLD)
+    pos = _floats(position_m, "position_m", dims)
+    pending = _floats(pending_displacement_m, "pending_displacement_m", dims)
+    if not (_finite(pos) and _finite(pending)):
+        return _hold(size, NAN_STATE)
+    if not _finite(act):
+        return _hold(size, NAN_ACTION)
+    prev = _floats(previous_action, "previous_action", size)
+    reasons: list[str] = []
+    if not _finite(prev):
+        prev = [0.0] * size
+        reasons.append(NAN_PREVIOUS)
+
+    bound = limits.max_action
+    clipped = [min(max(a, -bound), bound) for a in act]
+    if clipped != act:
+        reasons.append(CLIP)
+
+    rate = limits.max_action_rate
+    limited = [min(max(a, p - rate), p + rate) for a, p in zip(clipped, prev, strict=True)]
+    if limited != clipped:
+        reasons.append(RATE_LIMIT)
+
+    out = limited
+    barrier_hit = outside = False
+    low, high = limits.workspace_low, limits.workspace_high
+    for axis in range(dims):
+        p = pos[axis] + pending[axis]
+        if not low[axis] <= p <= high[axis]:
+            outside = True
+        lo, hi = barrier_interval(p, low[axis], high[axis], limits.barrier_fraction, limits.action_scale_m)
+        a = out[axis]
+        if a < lo or a > hi:
+            out[axis] = min(max(a, lo), hi)
+            barrier_hit = True
+    if barrier_hit:
+        reasons.append(WORKSPACE_BARRIER)
+    if outside:
+        reasons.append(OUTSIDE_WORKSPACE)
+    return FilterResult(np.array(out, dtype=np.float64), tuple(reasons), False)
+
+
+class InterventionCounter:
+    """Counts the filter's interventions by reason over a run (and the ticks seen)."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.counts: dict[str, int] = dict.fromkeys(REASONS, 0)
+
+    def add(self, reasons: Iterable[str]) -> None:
+        """Count one tick's reasons (unknown reasons are counted too, under their own name)."""
+        self.ticks += 1
+        for reason in reasons:
+            self.counts[reason] = self.counts.get(reason, 0) + 1
+
+    def update(self, result: FilterResult) -> FilterResult:
+        """Count ``result``'s reasons and return it unchanged (so it can wrap the call)."""
+        self.add(result.reasons)
+        return result
+
+    @property
+    def total(self) -> int:
+        """Number of interventions of any kind."""
+        return sum(self.counts.values())
+
+    def as_dict(self) -> dict[str, int]:
+        """Non-zero counts by reason, plus ``ticks``."""
+        out = {reason: n for reason, n in self.counts.items() if n}
+        out["ticks"] = self.ticks
+        return out
+
+    def reset(self) -> None:
+        self.ticks = 0
+        self.counts = dict.fromkeys(REASONS, 0)
