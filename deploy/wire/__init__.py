@@ -1,0 +1,50 @@
+"""The wire protocol between the robot runtime and the robot: messages, framing, and a pyserial link.
+
+numpy + stdlib + ``cobs`` + ``pyserial`` only; importing this package opens nothing. Spec: PROTOCOL.md.
+"""
+
+from deploy.wire.codec import ERROR_KINDS, FrameDecoder, FrameError, decode_body, encode, encode_body
+from deploy.wire.link import FdTransport, Link, LinkError, SerialTransport
+from deploy.wire.messages import (
+    PROTOCOL_VERSION,
+    AckMsg,
+    CommandMsg,
+    ErrorCode,
+    ErrorMsg,
+    EStopMsg,
+    EStopReason,
+    HeartbeatMsg,
+    HomeMsg,
+    Message,
+    MsgType,
+    StateFlags,
+    StateMsg,
+    seq_newer,
+)
+
+__all__ = [
+    "ERROR_KINDS",
+    "PROTOCOL_VERSION",
+    "AckMsg",
+    "CommandMsg",
+    "EStopMsg",
+    "EStopReason",
+    "ErrorCode",
+    "ErrorMsg",
+    "FdTransport",
+    "FrameDecoder",
+    "FrameError",
+    "HeartbeatMsg",
+    "HomeMsg",
+    "Link",
+    "LinkError",
+    "Message",
+    "MsgType",
+    "SerialTransport",
+    "StateFlags",
+    "StateMsg",
+    "decode_body",
+    "encode",
+    "encode_body",
+    "seq_newer",
+]
