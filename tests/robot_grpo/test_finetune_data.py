@@ -1,0 +1,121 @@
+"""Fine-tuning data from logged episodes: transition layout, grouping by target, rows built by the GRPO buffer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch as th
+
+from robot_grpo.finetune_data import (
+    build_finetune_samples,
+    episode_from_ticks,
+    goal_spaces,
+    group_by_target,
+)
+from robot_grpo.policies import GoalGaussianPolicy
+
+GOAL_DIM, INNER_DIM, ACTION_DIM, THRESHOLD_M = 3, 4, 2, 0.05
+OBS_DIM = INNER_DIM + 2 * GOAL_DIM
+
+
+def sparse_reward(achieved: np.ndarray, desired: np.ndarray, info: object) -> np.ndarray:
+    return -(np.linalg.norm(achieved - desired, axis=-1) > THRESHOLD_M).astype(np.float32)
+
+
+def fake_episode(episode_id: int, goal, n_ticks: int, rng: np.random.Generator, reach: bool = False):
+    """A straight-line walk from the origin; with ``reach`` it ends on the goal."""
+    goal = np.asarray(goal, dtype=np.float64)
+    end = goal if reach else goal + 0.2
+    frac = np.linspace(0.0, 1.0, n_ticks)[:, None]
+    achieved = frac * end + 0.001 * rng.standard_normal((n_ticks, GOAL_DIM))
+    inner = rng.standard_normal((n_ticks, INNER_DIM))
+    obs = np.concatenate([inner, achieved, np.broadcast_to(goal, (n_ticks, GOAL_DIM))], axis=1)
+    proposed = rng.uniform(-1, 1, size=(n_ticks, ACTION_DIM))
+    return episode_from_ticks(episode_id, obs, proposed, GOAL_DIM)
+
+
+def test_episode_layout_shifts_the_achieved_goal_by_one_tick() -> None:
+    # 3 ticks, inner state [t], achieved [t, 0, 0], desired [9, 9, 9]: two transitions.
+    obs = np.array([[t, t, 0, 0, 9, 9, 9] for t in range(3)], dtype=np.float32)
+    proposed = np.array([[0.5], [0.25], [0.125]])
+    ep = episode_from_ticks(7, obs, proposed, goal_dim=3)
+    assert ep.n_steps == 2
+    np.testing.assert_array_equal(ep.observations, obs[:2])
+    np.testing.assert_array_equal(ep.actions, [[0.5], [0.25]])
+    np.testing.assert_array_equal(ep.achieved_next, [[1, 0, 0], [2, 0, 0]])  # the position *after* each action
+    np.testing.assert_array_equal(ep.goal, [9, 9, 9])
+
+
+def test_episode_with_a_moving_target_or_one_tick_is_refused() -> None:
+    obs = np.zeros((3, 7), dtype=np.float32)
+    obs[2, -1] = 1.0
+    with pytest.raises(ValueError, match="desired goal changes"):
+        episode_from_ticks(1, obs, np.zeros((3, 1)), goal_dim=3)
+    with pytest.raises(ValueError, match="needs two"):
+        episode_from_ticks(1, obs[:1], np.zeros((1, 1)), goal_dim=3)
+
+
+def test_grouping_by_target_with_tolerance_and_leftovers() -> None:
+    rng = np.random.default_rng(0)
+    a, b, c = [0.1, 0.0, 0.0], [0.0, 0.1, 0.0], [0.0, 0.0, 0.1]
+    eps = [fake_episode(i, a, 11, rng) for i in range(5)]  # 5 attempts at A
+    eps += [fake_episode(10 + i, np.add(b, 0.004), 11, rng) for i in range(3)]  # B, 4 mm off: same target
+    eps += [fake_episode(20, c, 11, rng)]  # C once
+    eps += [fake_episode(30, a, 6, rng)]  # too short
+    bad = fake_episode(40, a, 11, rng)
+    bad.actions[3, 0] = np.nan
+    eps.append(bad)
+    grouped = group_by_target(eps, group_size=2, n_steps=8, goal_tolerance_m=0.01)
+    # A: 5 -> 2 groups + 1 left; B: 3 -> 1 group + 1 left; C: 1 left. Leftovers 3 -> 1 hindsight group + 1 dropped.
+    assert [[e.episode_id for e in g] for g in grouped.groups] == [[0, 1], [2, 3], [10, 11]]
+    assert [[e.episode_id for e in g] for g in grouped.hindsight_groups] == [[4, 12]]
+    assert (grouped.dropped_unmatched, grouped.dropped_short, grouped.dropped_nonfinite) == (1, 1, 1)
+    assert all(e.n_steps == 8 for g in grouped.groups for e in g)
+    tight = group_by_target(eps, group_size=2, n_steps=8, goal_tolerance_m=0.001)
+    assert [[e.episode_id for e in g] for g in tight.groups] == [[0, 1], [2, 3], [10, 11]]  # B's own ids match
+    with pytest.raises(ValueError, match="group_size"):
+        group_by_target(eps, group_size=1, n_steps=8)
+
+
+def make_policy() -> GoalGaussianPolicy:
+    th.manual_seed(0)
+    obs_space, act_space = goal_spaces(OBS_DIM, GOAL_DIM, ACTION_DIM)
+    return GoalGaussianPolicy(obs_space, act_space, lambda _: 3e-4, net_arch=(16,))
+
+
+def test_rows_from_target_groups_and_hindsight_only_groups() -> None:
+    rng = np.random.default_rng(1)
+    a, b, c = [0.1, 0.0, 0.0], [0.0, 0.1, 0.0], [0.0, 0.0, 0.1]
+    # Target A: 2 members, one reaches the goal -> non-zero group variance. B and C once each -> hindsight only.
+    eps = [fake_episode(0, a, 9, rng, reach=True), fake_episode(1, a, 9, rng), fake_episode(2, b, 9, rng)]
+    eps.append(fake_episode(3, c, 9, rng))
+    grouped = group_by_target(eps, group_size=2, n_steps=8)
+    policy = make_policy()
+    k = 2
+    samples, stats = build_finetune_samples(
+        grouped, policy, sparse_reward, np.random.default_rng(2), hindsight_kwargs={"n_sampled_goal": k}
+    )
+    t, g = 8, 2
+    # "final" relabelling keeps every step: target group (1 + K) * T * G rows, hindsight-only group K * T * G.
+    assert samples.n_samples == (1 + k) * t * g + k * t * g
+    assert stats["finetune/n_samples"] == samples.n_samples
+    rows = samples.rows
+    hindsight_rows = rows.observations[(1 + k) * t * g :]
+    goals = hindsight_rows[:, -GOAL_DIM:].numpy()
+    finals = np.stack([eps[2].achieved_next[-1], eps[3].achieved_next[-1]]).astype(np.float32)
+    # Every hindsight-only row targets a final position reached inside its group, never an original goal.
+    assert all(np.any(np.all(np.isclose(goal, finals, atol=1e-6), axis=1)) for goal in goals)
+    # Original-goal rows of target A: the reaching member has the larger advantage at the last step.
+    adv = rows.advantages[: t * g].reshape(t, g)
+    assert adv[-1, 0] > 0 > adv[-1, 1]
+    # pi_old and the reference are the deployed policy: identical log-probs on the original rows.
+    th.testing.assert_close(rows.old_log_prob[: t * g], rows.ref_log_prob[: t * g])
+    batches = list(samples.get(batch_size=20))
+    assert sum(len(b.observations) for b in batches) == samples.n_samples
+
+
+def test_no_complete_group_is_a_clear_error() -> None:
+    rng = np.random.default_rng(3)
+    grouped = group_by_target([fake_episode(0, [0.1, 0, 0], 9, rng)], group_size=2, n_steps=8)
+    with pytest.raises(ValueError, match="no complete group"):
+        build_finetune_samples(grouped, make_policy(), sparse_reward, rng)
