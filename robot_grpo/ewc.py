@@ -311,7 +311,8 @@ class EWCPenalty:
         """Read a state from ``.npz`` bytes (e.g. ``PolicyPackage.read_verified("ewc.npz")``, hash-checked)."""
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
-        version = int(arrays.get("meta/format_version", np.array(-1)))
+        # The exporter's ewc.npz (deploy.export.EwcAnchor) holds only param/ and fisher/: format 1 without meta.
+        version = int(arrays.get("meta/format_version", np.array(EWC_FORMAT_VERSION)))
         if version != EWC_FORMAT_VERSION:
             raise ValueError(
                 f"{source}: EWC format_version {version} is not supported (this build reads {EWC_FORMAT_VERSION})"
@@ -321,9 +322,16 @@ class EWCPenalty:
         return cls(
             anchor,
             fisher,
-            float(arrays["meta/lambda"]) if lam is None else lam,
-            float(arrays["meta/gamma"]) if gamma is None else gamma,
-            int(arrays["meta/consolidations"]),
+            float(arrays.get("meta/lambda", DEFAULT_EWC_LAMBDA)) if lam is None else lam,
+            float(arrays.get("meta/gamma", DEFAULT_EWC_GAMMA)) if gamma is None else gamma,
+            int(arrays.get("meta/consolidations", 0)),
+        )
+
+    def anchor_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """(params, fisher) as numpy arrays, e.g. for ``deploy.export.exporter.EwcAnchor``."""
+        return (
+            {k: v.cpu().numpy() for k, v in self.anchor.items()},
+            {k: v.cpu().numpy() for k, v in self.fisher.items()},
         )
 
     def to_bytes(self) -> bytes:

@@ -195,3 +195,18 @@ def test_mismatched_policy_and_bad_arguments_are_refused() -> None:
     negative = {k: -v for k, v in _random_fisher(policy, 1).items()}
     with pytest.raises(ValueError, match=">= 0"):
         EWCPenalty.from_policy(policy, negative)
+
+
+def test_reads_the_exporters_ewc_npz_without_meta(tmp_path) -> None:
+    # deploy.export's EwcAnchor writes only param/<name> and fisher/<name> (float32).
+    policy = LinearGaussian(3, 2)
+    fisher = _random_fisher(policy, 2)
+    arrays = {f"param/{k}": v.detach().numpy() for k, v in policy.named_parameters()}
+    arrays |= {f"fisher/{k}": v.numpy() for k, v in fisher.items()}
+    np.savez(tmp_path / "ewc.npz", **arrays)
+    term = EWCPenalty.load(tmp_path / "ewc.npz", lam=2.0, gamma=0.5)
+    assert (term.lam, term.gamma, term.consolidations) == (2.0, 0.5, 0)
+    assert term(policy).item() == 0.0
+    params, fisher_np = term.anchor_arrays()
+    np.testing.assert_array_equal(fisher_np["mu.weight"], fisher["mu.weight"].numpy())
+    np.testing.assert_array_equal(params["log_std"], policy.log_std.detach().numpy())
