@@ -66,7 +66,7 @@ class PayloadError(ValueError):
 
 # Payload encoders / decoders, one pair per message type -----------------------------------------------------
 _U16 = struct.Struct("<H")
-_STATE_HEAD = struct.Struct("<HIB")  # flags u16, cmd_seq u32, n u8
+_STATE_HEAD = struct.Struct("<HB")  # flags u16, number of pending seqs u8 (then u32 each, then n u8, n f64)
 _CODE_TEXT = struct.Struct("<HB")  # code u16, text length u8
 _SEED = struct.Struct("<Q")
 
@@ -82,14 +82,24 @@ def _read_vector(payload: bytes, offset: int, n: int) -> np.ndarray:
 
 
 def _enc_state(msg: StateMsg) -> bytes:
-    return _STATE_HEAD.pack(msg.flags, msg.cmd_seq, msg.state.size) + _vector_bytes(msg.state)
+    n_pending = len(msg.pending)
+    return (
+        _STATE_HEAD.pack(msg.flags, n_pending)
+        + struct.pack(f"<{n_pending}I", *msg.pending)
+        + bytes([msg.state.size])
+        + _vector_bytes(msg.state)
+    )
 
 
 def _dec_state(seq: int, t_s: float, payload: bytes) -> StateMsg:
     if len(payload) < _STATE_HEAD.size:
         raise PayloadError("state payload too short")
-    flags, cmd_seq, n = _STATE_HEAD.unpack_from(payload)
-    return StateMsg(seq, t_s, _read_vector(payload, _STATE_HEAD.size, n), flags, cmd_seq)
+    flags, n_pending = _STATE_HEAD.unpack_from(payload)
+    offset = _STATE_HEAD.size + 4 * n_pending
+    if len(payload) < offset + 1:
+        raise PayloadError("state payload too short for its pending list")
+    pending = struct.unpack_from(f"<{n_pending}I", payload, _STATE_HEAD.size)
+    return StateMsg(seq, t_s, _read_vector(payload, offset + 1, payload[offset]), flags, pending)
 
 
 def _enc_command(msg: CommandMsg) -> bytes:

@@ -18,6 +18,7 @@ SEQ_MODULUS = 2**32
 MAX_VECTOR_LEN = 255  # float64 values in one state or command (length is sent as one byte)
 MAX_TEXT_BYTES = 255  # UTF-8 bytes of an error / ack text (length is sent as one byte)
 MAX_U16 = 2**16 - 1
+MAX_PENDING = 255  # command sequence numbers in one state (the delay line; length sent as one byte)
 MAX_SEED = 2**64 - 1
 
 
@@ -119,13 +120,14 @@ class StateMsg(Message):
 
     :param state: the contract's robot state vector, float64, in ``state_fields`` order (metres, metres per step).
     :param flags: ``StateFlags`` bits.
-    :param cmd_seq: sequence number of the command applied (pushed into the actuation delay line) at this step;
-        0 when the robot held.
+    :param pending: sequence numbers of the commands in the robot's actuation delay line after this step, oldest
+        first (0: a hold the robot inserted itself). The runtime rebuilds the observation's action history from
+        them, so a lost or late command never makes its history disagree with the robot's.
     """
 
     state: np.ndarray = None  # type: ignore[assignment]
     flags: int = 0
-    cmd_seq: int = 0
+    pending: tuple[int, ...] = ()
 
     TYPE = MsgType.STATE
 
@@ -134,7 +136,12 @@ class StateMsg(Message):
         object.__setattr__(self, "state", _as_vector(self.state if self.state is not None else [], "state"))
         _check_u(int(self.flags), "flags", MAX_U16)
         object.__setattr__(self, "flags", int(self.flags))
-        _check_u(self.cmd_seq, "cmd_seq", SEQ_MODULUS - 1)
+        pending = tuple(int(s) for s in self.pending)
+        if len(pending) > MAX_PENDING:
+            raise ValueError(f"pending holds at most {MAX_PENDING} sequence numbers, got {len(pending)}")
+        for value in pending:
+            _check_u(value, "pending seq", SEQ_MODULUS - 1)
+        object.__setattr__(self, "pending", pending)
 
 
 @dataclass(frozen=True, eq=False)

@@ -32,7 +32,7 @@ u16 = st.integers(0, 2**16 - 1)
 texts = st.text(max_size=60)
 
 messages = st.one_of(
-    st.builds(StateMsg, seqs, times, vectors, u16, seqs),
+    st.builds(StateMsg, seqs, times, vectors, u16, st.lists(seqs, max_size=8).map(tuple)),
     st.builds(CommandMsg, seqs, times, vectors),
     st.builds(HeartbeatMsg, seqs, times),
     st.builds(EStopMsg, seqs, times, u16),
@@ -75,14 +75,16 @@ def test_every_message_type_has_an_encoder_and_decoder():
 
 
 def test_state_bytes_layout():
-    """The documented layout: header (14 B) | flags u16 | cmd_seq u32 | n u8 | n x f64 | crc32."""
-    msg = StateMsg(seq=7, t_s=1.5, state=np.array([1.0, -2.0]), flags=3, cmd_seq=6)
+    """The documented layout: header (14 B) | flags u16 | m u8 | m x u32 pending | n u8 | n x f64 | crc32."""
+    msg = StateMsg(seq=7, t_s=1.5, state=np.array([1.0, -2.0]), flags=3, pending=(5, 6))
     body = encode_body(msg)
     assert body[:14] == struct.pack("<BBId", 1, 1, 7, 1.5)
-    assert body[14:21] == struct.pack("<HIB", 3, 6, 2)
-    assert body[21:37] == np.array([1.0, -2.0], "<f8").tobytes()
-    assert body[37:] == struct.pack("<I", zlib.crc32(body[:37]))
-    assert len(body) == 41
+    assert body[14:17] == struct.pack("<HB", 3, 2)
+    assert body[17:25] == struct.pack("<II", 5, 6)
+    assert body[25:26] == b"\x02"
+    assert body[26:42] == np.array([1.0, -2.0], "<f8").tobytes()
+    assert body[42:] == struct.pack("<I", zlib.crc32(body[:42]))
+    assert len(body) == 46
 
 
 @pytest.mark.parametrize(
@@ -136,6 +138,7 @@ def test_oversize_run_is_dropped_and_decoding_resumes():
         (lambda: CommandMsg(0, 0.0, np.zeros(256)), "at most 255"),
         (lambda: CommandMsg(0, 0.0, np.zeros((2, 2))), "1-D"),
         (lambda: ErrorMsg(0, 0.0, 1, "x" * 256), "255 UTF-8 bytes"),
+        (lambda: StateMsg(0, 0.0, np.zeros(3), pending=(1,) * 256), "at most 255"),
         (lambda: EStopMsg(0, 0.0, 70000), "reason"),
         (lambda: HomeMsg(0, 0.0, -5), "seed"),
     ],

@@ -18,7 +18,7 @@ SEED = 1234
 def _valid(rng: np.random.Generator, seq: int):
     kind = rng.integers(6)
     if kind == 0:
-        return StateMsg(seq, float(rng.random()), rng.normal(size=10), int(rng.integers(16)), seq)
+        return StateMsg(seq, float(rng.random()), rng.normal(size=10), int(rng.integers(16)), (seq - 1, seq))
     if kind == 1:
         return CommandMsg(seq, float(rng.random()), rng.uniform(-1, 1, size=4))
     if kind == 2:
