@@ -312,3 +312,52 @@ def build_finetune_samples(
     rows = GroupRolloutSamples(*(th.cat(tensors) for tensors in zip(*parts, strict=True)))
     stats["finetune/n_samples"] = float(len(rows.observations))
     return FinetuneSamples(rows), stats
+
+
+# The fine-tuning driver ------------------------------------------------------------------------------------
+def finetune_on_samples(
+    model: Any,
+    samples: FinetuneSamples,
+    n_updates: int,
+    extra_loss_terms: Sequence[Any] = (),
+    sim_every: int = 0,
+) -> dict[str, float]:
+    """Run ``n_updates`` GRPO updates (``model.train()``, ``n_epochs`` each) on the logged rows.
+
+    The rows were scored under the deployed policy, so the clipped ratio keeps every update within a trust
+    region of the deployed policy, and the deployed policy is the KL reference (the model's reference policy is
+    set to its current weights and never refreshed). ``extra_loss_terms`` (e.g. an EWC penalty) are added to the
+    loss for this call only.
+
+    :param model: a :class:`robot_grpo.grpo.GRPO` holding the deployed policy's weights.
+    :param samples: from :func:`build_finetune_samples`.
+    :param n_updates: number of ``train()`` calls over the rows.
+    :param extra_loss_terms: loss terms with ``name`` and ``__call__(policy)``.
+    :param sim_every: after every ``sim_every`` log updates also run one fresh sim group rollout and update
+        (the model's own env and buffer); 0 = logs only.
+    :return: the last values the model's logger recorded (train/..., including train/extra/<term name>).
+    """
+    if n_updates < 1:
+        raise ValueError(f"n_updates must be >= 1, got {n_updates}")
+    if sim_every < 0:
+        raise ValueError(f"sim_every must be >= 0 (0 = logs only), got {sim_every}")
+    from stable_baselines3.common.logger import Logger
+
+    if getattr(model, "_logger", None) is None:
+        model.set_logger(Logger(folder=None, output_formats=[]))
+    model.ref_policy.load_state_dict(model.policy.state_dict())
+    saved = (model.rollout_buffer, model.extra_loss_terms, model.ref_update_interval)
+    model.extra_loss_terms = list(extra_loss_terms)
+    model.ref_update_interval = 0
+    last: dict[str, float] = {}
+    try:
+        for update in range(n_updates):
+            model.rollout_buffer = samples
+            model.train()
+            last = dict(model.logger.name_to_value)
+            if sim_every and (update + 1) % sim_every == 0:
+                model.rollout_buffer = saved[0]
+                model.learn(model.n_envs * model.n_steps, reset_num_timesteps=False)
+    finally:
+        model.rollout_buffer, model.extra_loss_terms, model.ref_update_interval = saved
+    return last

@@ -119,3 +119,52 @@ def test_no_complete_group_is_a_clear_error() -> None:
     grouped = group_by_target([fake_episode(0, [0.1, 0, 0], 9, rng)], group_size=2, n_steps=8)
     with pytest.raises(ValueError, match="no complete group"):
         build_finetune_samples(grouped, make_policy(), sparse_reward, rng)
+
+
+def test_finetune_driver_applies_the_ewc_term_and_restores_the_model() -> None:
+    import copy
+
+    import envs  # noqa: F401  (registers PointReach-v0)
+    from robot_grpo.ewc import EWCPenalty, gaussian_fisher_diagonal
+    from robot_grpo.finetune_data import finetune_on_samples
+    from robot_grpo.grpo import GRPO
+
+    rng = np.random.default_rng(4)
+    # PointReach with delay 1: flat obs = 6 state + 3 history + 3 achieved + 3 desired = 15 values, 3-D action.
+    model = GRPO(
+        "MultiInputPolicy",
+        "PointReach-v0",
+        group_size=2,
+        n_groups=1,
+        n_steps=50,
+        n_epochs=2,
+        batch_size=256,
+        policy_kwargs={"net_arch": (16,)},
+        seed=0,
+    )
+    episodes = []
+    for i in range(4):
+        goal = np.array([0.1, 0.0, 0.0])
+        n = 9
+        achieved = np.linspace(0.0, 1.0, n)[:, None] * (goal if i % 2 == 0 else -goal)
+        obs = np.concatenate([rng.standard_normal((n, 9)), achieved, np.broadcast_to(goal, (n, 3))], axis=1)
+        episodes.append(episode_from_ticks(i, obs, rng.uniform(-1, 1, (n, 3)), goal_dim=3))
+    grouped = group_by_target(episodes, group_size=2, n_steps=8)
+    deployed = copy.deepcopy(model.policy)
+    samples, _ = build_finetune_samples(grouped, deployed, sparse_reward, rng)
+    anchor = {k: v.detach().clone() for k, v in model.policy.named_parameters()}
+    fisher = gaussian_fisher_diagonal(model.policy, model.policy.distribution_params, samples.rows.observations)
+
+    def drift(m) -> float:
+        return sum(float((p.detach() - anchor[k]).square().sum()) for k, p in m.policy.named_parameters())
+
+    free = copy.deepcopy(model)
+    logs = finetune_on_samples(free, samples, n_updates=3)
+    held = copy.deepcopy(model)
+    term = EWCPenalty(anchor, fisher, lam=1e4)
+    logs_ewc = finetune_on_samples(held, samples, n_updates=3, extra_loss_terms=[term], sim_every=2)
+    assert "train/extra/ewc_penalty" in logs_ewc and "train/extra/ewc_penalty" not in logs
+    assert drift(free) > 0
+    assert drift(held) < 0.5 * drift(free)  # a strong penalty holds the weights near the anchor
+    assert held.extra_loss_terms == [] and held.rollout_buffer is not samples  # the model is left as it was
+    assert held.num_timesteps == 2 * 50  # one sim group rollout (sim_every=2 of 3 updates)
