@@ -19,15 +19,21 @@ from gymnasium_robotics.envs.fetch.reach import MujocoFetchReachEnv
 
 from calibration.schema import DEFAULT_SIM_CALIBRATION, Calibration, load_calibration
 from deploy.contract import fetch_reach_contract
-from envs.delayed_goal_env import DelayedGoalEnv
+from envs.delayed_goal_env import DelayedGoalEnv, check_delay_range
 
 _FULL_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
+MAX_GOAL_RANGE_M = 0.3  # goals further than this from the start leave the arm's reach (FetchReach uses 0.15)
+GRIP_SITE = "robot0:grip"
+ROBOT_JOINT_PREFIX = "robot"
+FINGER_JOINTS = ("robot0:l_gripper_finger_joint", "robot0:r_gripper_finger_joint")
+_SCALAR_JOINTS = (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)
 
 
 class DelayedFetchReachEnv(DelayedGoalEnv):
     """FetchReach-v4 with actuation delay; defaults come from a calibration file.
 
-    :param delay: fixed delay in control steps; ``None`` takes the calibration file's ``action_delay.steps``.
+    :param delay: fixed delay in control steps; ``None`` takes the calibration file's ``action_delay.range``
+        (the inclusive range the sim randomizes over; ``[steps, steps]`` when the file gives no range).
     :param delay_range: inclusive per-episode delay range in control steps; overrides ``delay``.
     :param obs_noise_std_m: gripper position noise std in metres; ``None`` takes the calibration file's.
     :param distance_threshold: success radius in metres (FetchReach: 0.05).
@@ -53,15 +59,16 @@ class DelayedFetchReachEnv(DelayedGoalEnv):
         else:
             cal = load_calibration(calibration or DEFAULT_SIM_CALIBRATION)
         if delay_range is None:
-            k = cal.delay_steps if delay is None else int(delay)
-            delay_range = (k, k)
+            # No argument: the file's training range (``action_delay.range``, inclusive); ``delay`` fixes k.
+            delay_range = cal.delay_range if delay is None else (int(delay), int(delay))
+        delay_range = check_delay_range(delay_range)
         if obs_noise_std_m is None:
             obs_noise_std_m = cal.observation_noise_std_m
-        if not 0 < goal_range_m <= 0.3:
-            raise ValueError(f"goal_range_m must be in (0, 0.3] metres, got {goal_range_m}")
+        if not 0 < goal_range_m <= MAX_GOAL_RANGE_M:
+            raise ValueError(f"goal_range_m must be in (0, {MAX_GOAL_RANGE_M}] metres, got {goal_range_m}")
         super().__init__(
-            fetch_reach_contract(int(delay_range[1])),
-            (int(delay_range[0]), int(delay_range[1])),
+            fetch_reach_contract(delay_range[1]),
+            delay_range,
             obs_noise_std_m,
             distance_threshold,
             max_episode_steps,
@@ -72,6 +79,7 @@ class DelayedFetchReachEnv(DelayedGoalEnv):
         self._fetch = MujocoFetchReachEnv(reward_type=reward_type)
         self._model, self._data = self._fetch.model, self._fetch.data
         self._state_size = mujoco.mj_stateSize(self._model, _FULL_STATE)
+        self._index_robot_state()
 
     @property
     def model(self) -> mujoco.MjModel:
@@ -85,16 +93,51 @@ class DelayedFetchReachEnv(DelayedGoalEnv):
     def initial_gripper_xpos(self) -> np.ndarray:
         return self._fetch.initial_gripper_xpos.copy()
 
+    def _index_robot_state(self) -> None:
+        """Resolve, once, the MuJoCo indices FetchReach's observation and step callback look up by name per step.
+
+        FetchReach's ``_get_obs`` reads every robot joint by name (~30 name lookups a step, a quarter of the
+        step time) to keep the last two. ``_physics_state`` reads the same memory through these cached indices
+        and is checked here, bit for bit, against ``_get_obs`` so that a gymnasium-robotics change fails loudly.
+        """
+        model = self._model
+        robot_joints = [n for n in self._fetch._model_names.joint_names if n.startswith(ROBOT_JOINT_PREFIX)]
+        obs_joints = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot_joints[-2:]]
+        finger_joints = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in FINGER_JOINTS]
+        if any(model.jnt_type[j] not in _SCALAR_JOINTS for j in (*obs_joints, *finger_joints)):
+            raise RuntimeError(
+                "FetchReach's gripper joints are not hinge/slide joints; update envs/delayed_fetch_reach"
+            )
+        self._grip_site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, GRIP_SITE)
+        self._gripper_qpos = model.jnt_qposadr[obs_joints].copy()
+        self._gripper_qvel = model.jnt_dofadr[obs_joints].copy()
+        self._finger_qpos = model.jnt_qposadr[finger_joints].copy()
+        self._dt_s = self._fetch.n_substeps * model.opt.timestep  # seconds per control step (velocity scale)
+        reference = np.asarray(self._fetch._get_obs()["observation"], dtype=np.float64)
+        if self._physics_state().tobytes() != reference.tobytes():
+            raise RuntimeError(
+                "the cached Fetch state read differs from FetchReach's _get_obs (gymnasium-robotics "
+                f"{_gymnasium_robotics_version()}); update DelayedFetchReachEnv._physics_state"
+            )
+
     def _physics_reset(self) -> None:
         self._fetch._reset_sim()
 
     def _physics_apply(self, command: np.ndarray) -> None:
         self._fetch._set_action(command.astype(np.float32))
         self._fetch._mujoco_step(command)
-        self._fetch._step_callback()
+        if self._fetch.block_gripper:  # FetchReach's _step_callback, with the joint addresses cached
+            self._data.qpos[self._finger_qpos] = 0.0
+            mujoco.mj_forward(self._model, self._data)
 
     def _physics_state(self) -> np.ndarray:
-        return np.asarray(self._fetch._get_obs()["observation"], dtype=np.float64)
+        """[grip_pos, gripper_state, grip_velp, gripper_vel]: FetchReach's ``_get_obs()["observation"]``."""
+        data = self._data
+        jacp = np.zeros((3, self._model.nv))
+        mujoco.mj_jacSite(self._model, data, jacp, None, self._grip_site)
+        grip_velp = (jacp @ data.qvel) * self._dt_s
+        gripper_vel = data.qvel[self._gripper_qvel] * self._dt_s
+        return np.concatenate((data.site_xpos[self._grip_site], data.qpos[self._gripper_qpos], grip_velp, gripper_vel))
 
     def _physics_get(self) -> Any:
         state = np.empty(self._state_size, dtype=np.float64)
@@ -116,3 +159,9 @@ class DelayedFetchReachEnv(DelayedGoalEnv):
     def close(self) -> None:
         self._fetch.close()
         super().close()
+
+
+def _gymnasium_robotics_version() -> str:
+    import gymnasium_robotics
+
+    return str(getattr(gymnasium_robotics, "__version__", "unknown"))

@@ -9,12 +9,17 @@ delay, the contract and the group reset need, so both envs behave identically:
 - observation noise: Gaussian, ``obs_noise_std_m`` metres per axis, added to the measured position in
   ``observation`` and ``achieved_goal`` (the same draw in both). Rewards and ``is_success`` are computed from
   the *returned* ``achieved_goal``, so ``compute_reward`` on a stored transition reproduces its reward exactly;
-- snapshot: ``snapshot()`` captures physics, goal, action history, delay, step count and RNG state;
-  ``reset(options={"snapshot": s})`` restores it, so the same actions give bit-identical observations.
+- snapshot: ``snapshot()`` captures physics, goal, action history, delay, step count, RNG state and the last
+  observation returned; ``reset(options={"snapshot": s})`` restores it and returns that observation (no new noise
+  draw), so the same actions give bit-identical observations, rewards and infos to those after the snapshot.
+
+Hot path: ``step`` validates only the action (shape, finite); everything else was checked at construction, so
+the per-step work is a handful of numpy calls on cached slices and constants (see benchmarks/env_throughput.py).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +28,19 @@ import numpy as np
 from gymnasium import spaces
 
 from deploy.contract import ActionHistory, ObservationContract, apply_delay
+
+MAX_DELAY_STEPS = 8
+
+
+def check_delay_range(delay_range: tuple[int, int]) -> tuple[int, int]:
+    """Validate an inclusive actuation delay range in control steps; return it as two ints."""
+    lo, hi = int(delay_range[0]), int(delay_range[1])
+    if not 0 <= lo <= hi <= MAX_DELAY_STEPS:
+        raise ValueError(
+            f"delay_range must satisfy 0 <= low <= high <= {MAX_DELAY_STEPS} control steps, got {tuple(delay_range)} "
+            "(a fixed delay k is the range (k, k))"
+        )
+    return lo, hi
 
 
 @dataclass
@@ -35,6 +53,19 @@ class EnvSnapshot:
     delay: int
     elapsed_steps: int
     rng_state: dict[str, Any]
+    observation: dict[str, np.ndarray] | None = None  # what the env last returned (None before the first reset)
+
+
+def goal_distance(achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.ndarray:
+    """Euclidean distance over the last axis, metres; bit-identical to ``np.linalg.norm(a - d, axis=-1)``.
+
+    Written out (norm's own code path for ``axis=-1``) because the per-step reward calls it on 3-vectors, where
+    norm's argument handling costs more than the arithmetic.
+    """
+    diff = np.asarray(achieved_goal) - np.asarray(desired_goal)
+    if not issubclass(diff.dtype.type, np.inexact):
+        diff = diff.astype(float)
+    return np.sqrt(np.add.reduce(diff * diff, axis=-1))
 
 
 class DelayedGoalEnv(gym.Env):
@@ -60,9 +91,7 @@ class DelayedGoalEnv(gym.Env):
         max_episode_steps: int = 50,
         reward_type: str = "sparse",
     ) -> None:
-        lo, hi = int(delay_range[0]), int(delay_range[1])
-        if not 0 <= lo <= hi <= 8:
-            raise ValueError(f"delay_range must satisfy 0 <= low <= high <= 8 control steps, got {delay_range}")
+        lo, hi = check_delay_range(delay_range)
         if contract.history_len != hi:
             raise ValueError(f"contract history_len {contract.history_len} must equal max delay {hi}")
         if distance_threshold <= 0:
@@ -85,6 +114,14 @@ class DelayedGoalEnv(gym.Env):
         self.delay = hi
         self.elapsed_steps = 0
         self.goal = np.zeros(contract.goal_dim)
+        self._last_obs: dict[str, np.ndarray] | None = None
+        # Constants of the hot path, computed once.
+        self._action_shape = (contract.action_dim,)
+        self._action_low = float(contract.action_low)
+        self._action_high = float(contract.action_high)
+        self._pos = slice(*contract.position_slice)
+        self._noisy = bool(np.any(noise > 0))
+        self._sparse = reward_type == "sparse"
 
         self.action_space = spaces.Box(
             contract.action_low, contract.action_high, shape=(contract.action_dim,), dtype=np.float32
@@ -107,7 +144,7 @@ class DelayedGoalEnv(gym.Env):
         raise NotImplementedError
 
     def _physics_state(self) -> np.ndarray:
-        """The true robot state vector in the contract's field order."""
+        """The true robot state vector in the contract's field order: a new array the caller may modify."""
         raise NotImplementedError
 
     def _physics_get(self) -> Any:
@@ -124,48 +161,54 @@ class DelayedGoalEnv(gym.Env):
         super().reset(seed=seed)
         snapshot = (options or {}).get("snapshot")
         if snapshot is not None:
-            self._restore(snapshot)
-        else:
-            self._physics_reset()
-            self.history.clear()
-            lo, hi = self.delay_range
-            self.delay = int(self.np_random.integers(lo, hi + 1)) if lo < hi else hi
-            self.elapsed_steps = 0
-            self.goal = np.asarray(self._sample_goal(), dtype=np.float64).copy()
+            return self._restore(snapshot), {"delay": self.delay}
+        self._physics_reset()
+        self.history.clear()
+        lo, hi = self.delay_range
+        self.delay = int(self.np_random.integers(lo, hi + 1)) if lo < hi else hi
+        self.elapsed_steps = 0
+        self.goal = np.asarray(self._sample_goal(), dtype=np.float64).copy()
         return self._observe(), {"delay": self.delay}
 
     def step(self, action: np.ndarray):
         action = np.asarray(action, dtype=np.float64)
-        if action.shape != self.action_space.shape:
-            raise ValueError(f"action must have shape {self.action_space.shape}, got {action.shape}")
-        if not np.all(np.isfinite(action)):
+        if action.shape != self._action_shape:
+            raise ValueError(f"action must have shape {self._action_shape}, got {action.shape}")
+        # A finite sum implies finite entries; only a non-finite sum needs the per-entry check.
+        if not math.isfinite(action.sum()) and not np.isfinite(action).all():
             raise ValueError(f"action contains NaN or inf: {action}")
-        command = self.contract.clip_action(action)
-        applied = apply_delay(self.history, command, self.delay)
-        self._physics_apply(applied)
+        command = np.minimum(np.maximum(action, self._action_low), self._action_high)  # == contract.clip_action
+        self._physics_apply(apply_delay(self.history, command, self.delay))
         self.elapsed_steps += 1
         obs = self._observe()
-        info = {"is_success": self._is_success(obs["achieved_goal"], self.goal), "delay": self.delay}
-        reward = float(self.compute_reward(obs["achieved_goal"], self.goal, info))
+        distance = goal_distance(obs["achieved_goal"], self.goal)
+        info = {"is_success": np.float32(distance < self.distance_threshold), "delay": self.delay}
+        if self._sparse:  # the same values compute_reward gives: -1.0, or -0.0 on success
+            reward = -1.0 if distance > self.distance_threshold else -0.0
+        else:
+            reward = float(-np.float32(distance))
         truncated = self.elapsed_steps >= self.max_episode_steps
         return obs, reward, False, truncated, info
 
     def compute_reward(self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray:
-        """Vectorized over a leading batch axis; equals the per-step reward exactly."""
-        distance = np.linalg.norm(np.asarray(achieved_goal) - np.asarray(desired_goal), axis=-1)
-        if self.reward_type == "sparse":
+        """Vectorized over leading batch axes (float32, one value per goal pair); equals the per-step reward."""
+        distance = goal_distance(achieved_goal, desired_goal)
+        if self._sparse:
             return -(distance > self.distance_threshold).astype(np.float32)
         return -distance.astype(np.float32)
 
-    def _is_success(self, achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.float32:
-        return np.float32(np.linalg.norm(achieved_goal - desired_goal, axis=-1) < self.distance_threshold)
-
     def _observe(self) -> dict[str, np.ndarray]:
-        state = self._physics_state().copy()
-        pos = slice(*self.contract.position_slice)
-        if np.any(self.obs_noise_std_m > 0):
-            state[pos] += self.np_random.normal(0.0, self.obs_noise_std_m)
-        return self.contract.build(state, self.history, self.goal)
+        """Build the observation (as ``contract.build`` does, without its per-call checks) and remember it."""
+        state = self._physics_state()
+        if self._noisy:
+            state[self._pos] += self.np_random.normal(0.0, self.obs_noise_std_m)
+        obs = {
+            "observation": np.concatenate((state, self.history.flat())),
+            "achieved_goal": state[self._pos].copy(),
+            "desired_goal": self.goal.copy(),
+        }
+        self._last_obs = obs
+        return obs
 
     # Snapshot / restore ------------------------------------------------------------------------------
     def snapshot(self) -> EnvSnapshot:
@@ -177,14 +220,20 @@ class DelayedGoalEnv(gym.Env):
             delay=self.delay,
             elapsed_steps=self.elapsed_steps,
             rng_state=self.np_random.bit_generator.state,
+            observation=None if self._last_obs is None else {k: v.copy() for k, v in self._last_obs.items()},
         )
 
-    def _restore(self, snapshot: EnvSnapshot) -> None:
+    def _restore(self, snapshot: EnvSnapshot) -> dict[str, np.ndarray]:
+        """Restore ``snapshot``; return the observation the env returned when it was taken."""
         if not isinstance(snapshot, EnvSnapshot):
             raise TypeError(f"options['snapshot'] must be an EnvSnapshot from env.snapshot(), got {type(snapshot)}")
+        self.history.set_state(snapshot.history)  # first: it checks the layout before anything is overwritten
         self._physics_set(snapshot.physics)
         self.goal = snapshot.goal.copy()
-        self.history.set_state(snapshot.history)
         self.delay = snapshot.delay
         self.elapsed_steps = snapshot.elapsed_steps
         self.np_random.bit_generator.state = snapshot.rng_state
+        if snapshot.observation is None:
+            return self._observe()
+        self._last_obs = {k: v.copy() for k, v in snapshot.observation.items()}
+        return {k: v.copy() for k, v in self._last_obs.items()}

@@ -15,10 +15,13 @@ from typing import Any
 import numpy as np
 
 from deploy.contract import point_reach_contract
-from envs.delayed_goal_env import DelayedGoalEnv
+from envs.delayed_goal_env import DelayedGoalEnv, check_delay_range
 
 POINT_START_M = np.array([0.0, 0.0, 0.0])
 POINT_BOUND_M = 0.3  # half-width of the reachable box around the start, metres
+POINT_LOW_M = POINT_START_M - POINT_BOUND_M
+POINT_HIGH_M = POINT_START_M + POINT_BOUND_M
+POINT_STATE_DIM = 6  # pos (3) + vel (3)
 
 
 class PointReachEnv(DelayedGoalEnv):
@@ -43,7 +46,7 @@ class PointReachEnv(DelayedGoalEnv):
         max_episode_steps: int = 50,
         reward_type: str = "sparse",
     ) -> None:
-        delay_range = tuple(delay_range) if delay_range is not None else (delay, delay)
+        delay_range = check_delay_range(delay_range if delay_range is not None else (delay, delay))
         if not 0 < goal_range_m <= POINT_BOUND_M:
             raise ValueError(f"goal_range_m must be in (0, {POINT_BOUND_M}] metres, got {goal_range_m}")
         super().__init__(
@@ -55,26 +58,35 @@ class PointReachEnv(DelayedGoalEnv):
             reward_type,
         )
         self.goal_range_m = float(goal_range_m)
-        self._pos = POINT_START_M.copy()
-        self._vel = np.zeros(3)
+        # One state buffer [pos, vel] (metres, metres per control step); pos and vel are views into it, so the
+        # step updates them in place and the observation copies the buffer once.
+        self._state = np.zeros(POINT_STATE_DIM)
+        self._point_pos = self._state[:3]
+        self._point_vel = self._state[3:]
+        self._scale = float(self.contract.action_scale_m)
 
     def _physics_reset(self) -> None:
-        self._pos = POINT_START_M.copy()
-        self._vel = np.zeros(3)
+        self._point_pos[:] = POINT_START_M
+        self._point_vel[:] = 0.0
 
     def _physics_apply(self, command: np.ndarray) -> None:
-        self._vel = command[:3] * self.contract.action_scale_m
-        self._pos = np.clip(self._pos + self._vel, POINT_START_M - POINT_BOUND_M, POINT_START_M + POINT_BOUND_M)
+        # vel = command * scale; pos = clip(pos + vel, low, high), in place
+        np.multiply(command[:3], self._scale, out=self._point_vel)
+        np.add(self._point_pos, self._point_vel, out=self._point_pos)
+        np.maximum(self._point_pos, POINT_LOW_M, out=self._point_pos)
+        np.minimum(self._point_pos, POINT_HIGH_M, out=self._point_pos)
 
     def _physics_state(self) -> np.ndarray:
-        return np.concatenate([self._pos, self._vel])
+        return self._state.copy()
 
     def _physics_get(self) -> Any:
-        return np.concatenate([self._pos, self._vel])
+        return self._state.copy()
 
     def _physics_set(self, physics: Any) -> None:
         physics = np.asarray(physics, dtype=np.float64)
-        self._pos, self._vel = physics[:3].copy(), physics[3:6].copy()
+        if physics.shape != (POINT_STATE_DIM,):
+            raise ValueError(f"point state must have {POINT_STATE_DIM} values [pos, vel], got shape {physics.shape}")
+        self._state[:] = physics
 
     def _sample_goal(self) -> np.ndarray:
         return POINT_START_M + self.np_random.uniform(-self.goal_range_m, self.goal_range_m, size=3)

@@ -1,0 +1,89 @@
+"""The Fetch env takes its defaults (delay, delay range, noise) from a calibration file; bad files fail clearly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import yaml
+
+import envs  # noqa: F401  (registers the ids)
+from calibration.schema import DEFAULT_SIM_CALIBRATION, CalibrationError
+from envs.delayed_fetch_reach import DelayedFetchReachEnv
+
+
+def write_calibration(tmp_path: Path, **changes: Any) -> Path:
+    data = yaml.safe_load(DEFAULT_SIM_CALIBRATION.read_text())
+    for dotted, value in changes.items():
+        node = data
+        *parents, leaf = dotted.split("__")
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
+    path = tmp_path / "robot.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_default_is_the_shipped_sim_calibration() -> None:
+    env = DelayedFetchReachEnv()
+    assert env.delay_range == (2, 2)
+    assert env.delay == 2
+    np.testing.assert_array_equal(env.obs_noise_std_m, [0.0, 0.0, 0.0])
+    assert env.calibration.robot_id == "sim_fetch"
+
+
+def test_delay_and_noise_come_from_the_file(tmp_path: Path) -> None:
+    path = write_calibration(
+        tmp_path, action_delay__steps=3, action_delay__range=[3, 3], observation_noise_std_m=[0.01, 0.0, 0.002]
+    )
+    env = gym.make("DelayedFetchReach-v0", calibration=str(path)).unwrapped
+    assert env.delay_range == (3, 3)
+    assert env.contract.history_len == 3
+    np.testing.assert_array_equal(env.obs_noise_std_m, [0.01, 0.0, 0.002])
+    _, info = env.reset(seed=0)
+    assert info["delay"] == 3
+
+
+def test_the_files_delay_range_is_randomized_over(tmp_path: Path) -> None:
+    """calibration/schema.py: ``action_delay.range`` is the inclusive range the sim randomizes over."""
+    path = write_calibration(tmp_path, action_delay__steps=2, action_delay__range=[1, 3])
+    env = DelayedFetchReachEnv(calibration=path)
+    assert env.delay_range == (1, 3)
+    assert {env.reset(seed=s)[1]["delay"] for s in range(30)} == {1, 2, 3}
+
+
+def test_explicit_arguments_override_the_file(tmp_path: Path) -> None:
+    path = write_calibration(tmp_path, action_delay__steps=3, action_delay__range=[1, 3])
+    assert DelayedFetchReachEnv(calibration=path, delay=0).delay_range == (0, 0)
+    assert DelayedFetchReachEnv(calibration=path, delay_range=(2, 4)).delay_range == (2, 4)
+    env = DelayedFetchReachEnv(calibration=path, obs_noise_std_m=0.005)
+    np.testing.assert_array_equal(env.obs_noise_std_m, [0.005] * 3)
+
+
+def test_missing_calibration_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(CalibrationError, match="does not exist"):
+        DelayedFetchReachEnv(calibration=tmp_path / "missing.yaml")
+
+
+def test_malformed_calibration_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("schema_version: 1\naction_delay: {steps: 2\n")
+    with pytest.raises(CalibrationError, match="not valid YAML"):
+        DelayedFetchReachEnv(calibration=path)
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"action_delay__steps": 12}, r"'action_delay.steps' = 12 is out of range \[0, 8\]"),
+        ({"observation_noise_std_m": [0.0, 0.5, 0.0]}, r"'observation_noise_std_m\[1\]' = 0.5 is out of range"),
+        ({"action_delay__range": [2, 1]}, "'action_delay.range' = \\[2, 1\\]"),
+    ],
+)
+def test_out_of_range_calibration_names_the_key(tmp_path: Path, changes: dict[str, Any], match: str) -> None:
+    with pytest.raises(CalibrationError, match=match):
+        DelayedFetchReachEnv(calibration=write_calibration(tmp_path, **changes))
