@@ -145,11 +145,35 @@ def probing_sequence(
     return out
 
 
-def stalled(progress_m: Sequence[float], window: int, min_progress_m: float) -> bool:
-    """True when the last ``window`` steps moved less than ``min_progress_m`` in total along the probe direction.
+STALL_NOISE_SIGMAS = 3.0  # a stall must show even if the position noise hid this many std of progress
 
-    ``progress_m`` is the position along the probe direction (metres, increasing toward the face).
+
+def stalled(
+    along_m: Sequence[float],
+    applied_m: Sequence[float],
+    window: int,
+    delay: int,
+    noise_std_m: float,
+    min_ratio: float = 0.1,
+    min_applied_m: float = 0.01,
+) -> bool:
+    """True when the arm stopped following commands toward a face (a physical limit).
+
+    :param along_m: position along the probe direction (metres, increasing toward the face); ``along_m[i]``
+        is seen after command ``i - 1`` (``along_m[0]`` before the first command).
+    :param applied_m: displacement sent toward the face at each step (metres).
+    :param window: steps averaged; the progress is the mean of the last ``window`` positions minus the mean
+        of the ``window`` before (their centres are ``window`` steps apart, the noise shrinks by sqrt(window)).
+    :param delay: actuation delay (control steps): the commands that moved the arm over those steps.
+    :param noise_std_m: position noise std (metres).
+    :param min_ratio: stopped = progress below this share of the displacement applied over the window, even
+        after adding ``STALL_NOISE_SIGMAS`` noise standard errors.
+    :param min_applied_m: windows with less applied displacement (e.g. the barrier slowing near a face) say
+        nothing.
     """
-    if len(progress_m) <= window:
+    if len(along_m) < 2 * window or len(applied_m) < window + delay:
         return False
-    return float(progress_m[-1] - progress_m[-1 - window]) < min_progress_m
+    progress = float(np.mean(along_m[-window:]) - np.mean(along_m[-2 * window : -window]))
+    applied = float(np.sum(applied_m[len(applied_m) - window - delay : len(applied_m) - delay]))
+    noise = STALL_NOISE_SIGMAS * noise_std_m * float(np.sqrt(2.0 / window))
+    return applied >= min_applied_m and progress + noise < min_ratio * applied

@@ -88,8 +88,27 @@ def test_probing_sequence_stays_within_its_excursion():
         probing_sequence(10, 3, 0.3, 0.1, rng)
 
 
-def test_stalled_window():
-    # moved 0.5 mm over the last 3 steps: stalled for a 1 mm threshold; 6 mm: moving
-    assert stalled([0.0, 0.01, 0.0200, 0.0202, 0.0204, 0.0205], window=3, min_progress_m=0.001)
-    assert not stalled([0.0, 0.01, 0.02, 0.022, 0.024, 0.026], window=3, min_progress_m=0.001)
-    assert not stalled([0.0, 0.0], window=3, min_progress_m=0.001)  # too short to tell
+def test_stalled_needs_real_commands_and_little_progress():
+    window = 4
+    pushing = [0.01] * 12  # 1 cm per step toward the face
+    # free motion: 6 mm per step -> progress 24 mm between window means vs 40 mm applied: moving
+    moving = list(np.arange(13) * 0.006)
+    assert not stalled(moving, pushing, window, delay=2, noise_std_m=0.0)
+    # stuck at a wall: 0.5 mm per step -> 2 mm progress < 0.1 x 40 mm: stopped
+    stuck = list(np.arange(13) * 0.0005)
+    assert stalled(stuck, pushing, window, delay=2, noise_std_m=0.0)
+    # with 5 mm noise the same numbers are not proof: 3 x 5 mm x sqrt(2 / 4) = 10.6 mm > 4 mm - 2 mm
+    assert not stalled(stuck, pushing, window, delay=2, noise_std_m=0.005)
+    # the barrier slowing down near a face (1 mm per step applied): too little to judge
+    assert not stalled(stuck, [0.001] * 12, window, delay=2, noise_std_m=0.0)
+    assert not stalled(stuck[:5], pushing[:4], window, delay=2, noise_std_m=0.0)  # too short to tell
+
+
+def test_stalled_at_a_wall_despite_noise():
+    rng = np.random.default_rng(0)
+    window, sigma = 8, 0.005
+    wall = np.concatenate([np.arange(10) * 0.012, np.full(17, 0.12)])  # moves, then hits a wall
+    along = list(wall + rng.normal(0.0, sigma, wall.size))
+    pushing = [0.02] * (wall.size - 1)
+    assert stalled(along, pushing, window, delay=3, noise_std_m=sigma)
+    assert not stalled(along[:12], pushing[:11], window, delay=3, noise_std_m=sigma)
