@@ -1,0 +1,389 @@
+"""The simulated robot: MuJoCo delayed FetchReach serving the wire protocol on a pty or any pyserial URL.
+
+The default "robot" of the demo, the tests and calibration. It speaks ``deploy.wire`` exactly as a real arm
+would, so the runtime cannot tell it from hardware:
+
+- ``mode="realtime"``: a deadline-paced loop (``next_t += period``) steps the physics once per control period
+  with the newest command received since the last step, or the hold command (zeros) when none came; it sends
+  one ``StateMsg`` per step. A ``HomeMsg`` resets the episode and restarts the period clock.
+- ``mode="lockstep"``: one physics step per ``CommandMsg`` received, answered at once with a state; a
+  ``HeartbeatMsg`` is answered with the current state (no step). For fast, timing-independent tests.
+
+The actuation delay and the observation noise are those of ``DelayedFetchReachEnv`` (from the calibration file
+unless given), so a state the robot sends equals, bit for bit, the one the env returns for the same seed and
+commands. E-stop: an ``EStopMsg`` from the runtime, or ``trigger_estop()`` on the robot side (an operator /
+fault), stops the arm: the delay line is emptied, commands are ignored (answered with ``ErrorMsg``) and every
+state carries ``ESTOP_ACTIVE``. A ``HomeMsg`` clears a runtime e-stop; a robot-side one needs ``release_estop()``.
+
+Fault injection for tests (``SimFaults``, switchable while running): cut link, byte corruption, replies held
+back N control periods, NaN state, frozen sensor (repeated sequence number); plus ``trigger_estop()``.
+
+    robot = SimRobot(mode="lockstep", delay=2).start()
+    link = Link(robot.port_name)     # /dev/pts/N
+    ...
+    robot.stop()
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import threading
+import time
+import tty
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from deploy.wire import (
+    CommandMsg,
+    ErrorCode,
+    ErrorMsg,
+    EStopMsg,
+    EStopReason,
+    FdTransport,
+    FrameDecoder,
+    HeartbeatMsg,
+    HomeMsg,
+    Link,
+    LinkError,
+    Message,
+    StateFlags,
+    StateMsg,
+    encode,
+)
+from envs.delayed_fetch_reach import DelayedFetchReachEnv
+
+ROBOT_MODES = ("realtime", "lockstep")
+NO_TRUNCATION_STEPS = 2**62  # the robot never ends an episode by itself; the runtime sends HomeMsg
+IDLE_POLL_S = 0.005  # longest wait for input in lock-step mode, so stop() and fault switches act promptly
+TRACE_LEN = 100_000  # true gripper positions kept for tests (metres)
+HOLD_SEQ = 0  # pending-seq value of a hold the robot inserted itself
+
+
+@dataclass
+class SimFaults:
+    """Faults to inject; change the fields from any thread while the robot runs.
+
+    :param link_cut: drop every byte in both directions (a cut cable).
+    :param corrupt_prob: probability that each byte, in either direction, is replaced by a random other value.
+    :param reply_delay_periods: hold every outgoing frame back this many control periods (a latency spike).
+    :param nan_state: send NaN for every state value.
+    :param freeze_seq: resend the last state frame unchanged, same sequence number (a frozen sensor).
+    """
+
+    link_cut: bool = False
+    corrupt_prob: float = 0.0
+    reply_delay_periods: int = 0
+    nan_state: bool = False
+    freeze_seq: bool = False
+
+    def clear(self) -> None:
+        self.link_cut = self.nan_state = self.freeze_seq = False
+        self.corrupt_prob = 0.0
+        self.reply_delay_periods = 0
+
+
+class SimRobot:
+    """Serves the wire protocol for a simulated Fetch arm (see the module docstring).
+
+    :param port: a pyserial port or URL to serve on; ``None`` opens a new pty (see ``port_name``).
+    :param mode: ``"realtime"`` or ``"lockstep"``.
+    :param delay: actuation delay in control steps (None: the calibration file's).
+    :param obs_noise_std_m: gripper position noise std, metres (None: the calibration file's).
+    :param calibration: calibration file path (None: ``calibration/sim_fetch.yaml``).
+    :param control_period_s: real-time period and the unit of ``reply_delay_periods`` (None: the contract's 0.04 s).
+    :param seed: seed of the first episode and of the fault injection RNG.
+    :param faults: fault switches (a fresh ``SimFaults`` if None).
+    """
+
+    def __init__(
+        self,
+        port: str | None = None,
+        mode: str = "realtime",
+        delay: int | None = None,
+        obs_noise_std_m: float | None = None,
+        calibration: str | None = None,
+        control_period_s: float | None = None,
+        seed: int = 0,
+        faults: SimFaults | None = None,
+    ) -> None:
+        if mode not in ROBOT_MODES:
+            raise ValueError(f"mode must be one of {ROBOT_MODES}, got {mode!r}")
+        self.env = DelayedFetchReachEnv(
+            delay=delay,
+            obs_noise_std_m=obs_noise_std_m,
+            calibration=calibration,
+            max_episode_steps=NO_TRUNCATION_STEPS,
+        )
+        self.contract = self.env.contract
+        self.period_s = float(control_period_s or self.contract.control_period_s)
+        if self.period_s <= 0:
+            raise ValueError(f"control_period_s must be > 0 seconds, got {control_period_s}")
+        self.mode = mode
+        self.faults = faults or SimFaults()
+        self._rng = np.random.default_rng(seed)
+        self._slave_fd: int | None = None
+        if port is None:
+            master, slave = os.openpty()
+            tty.setraw(slave)  # no echo, no line editing before the runtime opens (and configures) its side
+            self._slave_fd = slave  # kept open so the master never reads EIO while the runtime reconnects
+            self.port_name = os.ttyname(slave)
+            self._transport = FdTransport(master)
+        else:
+            self.port_name = port
+            self._transport = Link(port).transport
+        self._decoder = FrameDecoder()
+        self._outbox: deque[tuple[float, bytes]] = deque()
+        self._seq = 0
+        self._last_state: StateMsg | None = None
+        self._latest_cmd: CommandMsg | None = None
+        self._pending: deque[int] = deque([HOLD_SEQ] * self.contract.history_len, maxlen=self.contract.history_len)
+        self._estop: str | None = None  # None, "runtime" or "robot"
+        self._estop_request: int | None = None
+        self._release_request = False
+        self._homed = False
+        self._stop_event = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.link_error: LinkError | None = None
+        self.steps = 0
+        self.trace: deque[np.ndarray] = deque(maxlen=TRACE_LEN)
+        self.counts = {"commands": 0, "holds": 0, "bad_commands": 0, "homes": 0, "estops": 0, "overruns": 0}
+        self._obs, _ = self.env.reset(seed=seed)
+
+    # Lifecycle -------------------------------------------------------------------------------------------
+    def start(self) -> SimRobot:
+        """Serve in a background thread; returns self."""
+        if self._thread is not None:
+            raise RuntimeError("SimRobot already started")
+        self._thread = threading.Thread(target=self.serve, name="sim-robot", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the port (idempotent)."""
+        self._stop_event.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+        if self._slave_fd is not None:
+            os.close(self._slave_fd)
+            self._slave_fd = None
+        self.env.close()
+
+    def __enter__(self) -> SimRobot:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def trigger_estop(self, reason: int = EStopReason.OPERATOR) -> None:
+        """Robot-side e-stop (button or fault); applied by the serving thread at its next iteration."""
+        self._estop_request = int(reason)
+
+    def release_estop(self) -> None:
+        """The operator clears a robot-side e-stop; the robot then waits for a HomeMsg."""
+        self._release_request = True
+
+    @property
+    def estop_active(self) -> bool:
+        return self._estop is not None
+
+    @property
+    def gripper_position_m(self) -> np.ndarray:
+        """True (noise-free) gripper position, metres."""
+        return self.env._physics_state()[slice(*self.contract.position_slice)].copy()
+
+    # Serving -------------------------------------------------------------------------------------------------
+    def serve(self) -> None:
+        """Run until ``stop()`` or until the port fails (``link_error`` then says why)."""
+        try:
+            self._serve()
+        except LinkError as err:
+            self.link_error = err
+
+    def _serve(self) -> None:
+        next_step = time.monotonic() + self.period_s
+        while not self._stop_event.is_set():
+            self._apply_requests()
+            now = time.monotonic()
+            wait = IDLE_POLL_S if self.mode == "lockstep" else max(0.0, next_step - now)
+            if self._outbox:
+                wait = min(wait, max(0.0, self._outbox[0][0] - now))
+            for msg in self._receive(wait):
+                if self._handle(msg):
+                    next_step = time.monotonic() + self.period_s  # a HomeMsg restarts the period clock
+            if self.mode == "realtime" and time.monotonic() >= next_step:
+                self._step(self._take_command())
+                next_step += self.period_s
+                if time.monotonic() > next_step:  # fell behind by a whole period: resynchronise, count it
+                    self.counts["overruns"] += 1
+                    next_step = time.monotonic() + self.period_s
+            self._flush()
+
+    def _apply_requests(self) -> None:
+        if self._estop_request is not None:
+            reason, self._estop_request = self._estop_request, None
+            self._enter_estop("robot")
+            self._emit(EStopMsg(self._next_seq(), time.monotonic(), reason))
+            self._send_state()
+        if self._release_request:
+            self._release_request = False
+            if self._estop == "robot":
+                self._estop = None
+
+    def _receive(self, wait_s: float) -> list[Message]:
+        data = self._transport.read(wait_s)
+        if not data or self.faults.link_cut:
+            return []
+        return self._decoder.feed(self._corrupt(data))
+
+    def _handle(self, msg: Message) -> bool:
+        """React to one message; True when it was a HomeMsg that reset the episode."""
+        if isinstance(msg, CommandMsg):
+            self._on_command(msg)
+        elif isinstance(msg, HomeMsg):
+            return self._on_home(msg)
+        elif isinstance(msg, EStopMsg):
+            if self._estop is None:
+                self._enter_estop("runtime")
+            self._send_state()
+        elif isinstance(msg, HeartbeatMsg) and self.mode == "lockstep":
+            self._send_state()
+        return False
+
+    def _on_command(self, msg: CommandMsg) -> None:
+        if self._estop is not None:
+            self._emit(ErrorMsg(self._next_seq(), time.monotonic(), ErrorCode.ESTOPPED, "e-stop active"))
+            if self.mode == "lockstep":
+                self._send_state()
+            return
+        if msg.action.shape != (self.contract.action_dim,) or not np.all(np.isfinite(msg.action)):
+            self.counts["bad_commands"] += 1
+            text = f"command seq {msg.seq}: need {self.contract.action_dim} finite values; holding"
+            self._emit(ErrorMsg(self._next_seq(), time.monotonic(), ErrorCode.BAD_COMMAND, text))
+            msg = None  # type: ignore[assignment]
+        if self.mode == "lockstep":
+            self._step(msg)
+        elif msg is not None:
+            self._latest_cmd = msg  # the newest command wins at the next step
+
+    def _on_home(self, msg: HomeMsg) -> bool:
+        if self._estop == "robot":
+            self._emit(ErrorMsg(self._next_seq(), time.monotonic(), ErrorCode.ESTOPPED, "robot e-stop: home refused"))
+            self._send_state()
+            return False
+        self._estop = None
+        self.counts["homes"] += 1
+        self._obs, _ = self.env.reset(seed=msg.seed)
+        self._pending.extend([HOLD_SEQ] * self.contract.history_len)
+        self._latest_cmd = None
+        self._homed = True
+        self._send_state()
+        return True
+
+    def _take_command(self) -> CommandMsg | None:
+        cmd, self._latest_cmd = self._latest_cmd, None
+        return cmd
+
+    def _enter_estop(self, source: str) -> None:
+        self._estop = source
+        self.counts["estops"] += 1
+        self.env.history.clear()  # commands in flight are dropped: the arm stops now
+        self._pending.extend([HOLD_SEQ] * self.contract.history_len)
+        self._latest_cmd = None
+
+    def _step(self, cmd: CommandMsg | None) -> None:
+        """One control step with ``cmd`` (None: hold), then send the state."""
+        if cmd is None or self._estop is not None:
+            action, seq = self.contract.hold(), HOLD_SEQ
+            self.counts["holds"] += 1
+        else:
+            action, seq = cmd.action, cmd.seq
+            self.counts["commands"] += 1
+        self._obs, *_ = self.env.step(action)
+        self._pending.append(seq)
+        self.steps += 1
+        self.trace.append(self.gripper_position_m)
+        self._send_state(holding=cmd is None)
+
+    # Sending ---------------------------------------------------------------------------------------------
+    def _next_seq(self) -> int:
+        self._seq = self._seq % (2**32 - 1) + 1
+        return self._seq
+
+    def _send_state(self, holding: bool = False) -> None:
+        if self.faults.freeze_seq and self._last_state is not None:
+            self._emit(self._last_state)
+            return
+        flags = StateFlags.NONE
+        if holding:
+            flags |= StateFlags.HOLDING
+        if self._estop is not None:
+            flags |= StateFlags.ESTOP_ACTIVE
+        if self._estop == "robot":
+            flags |= StateFlags.ESTOP_FROM_ROBOT
+        if self._homed:
+            flags |= StateFlags.HOMED
+            self._homed = False
+        state = self._obs["observation"][: self.contract.state_dim].copy()
+        if self.faults.nan_state:
+            state[:] = np.nan
+        msg = StateMsg(self._next_seq(), time.monotonic(), state, int(flags), tuple(self._pending))
+        self._last_state = msg
+        self._emit(msg)
+
+    def _emit(self, msg: Message) -> None:
+        delay_s = self.faults.reply_delay_periods * self.period_s
+        self._outbox.append((time.monotonic() + delay_s, encode(msg)))
+        self._flush()
+
+    def _flush(self) -> None:
+        now = time.monotonic()
+        while self._outbox and self._outbox[0][0] <= now:
+            _, data = self._outbox.popleft()
+            if not self.faults.link_cut:
+                self._transport.write(self._corrupt(data))
+
+    def _corrupt(self, data: bytes) -> bytes:
+        p = self.faults.corrupt_prob
+        if p <= 0:
+            return data
+        raw = np.frombuffer(data, dtype=np.uint8).copy()
+        hit = self._rng.random(raw.size) < p
+        raw[hit] ^= self._rng.integers(1, 256, size=int(hit.sum()), dtype=np.uint8)  # never a no-op
+        return raw.tobytes()
+
+
+# Running in a subprocess (keeps MuJoCo out of the process being measured) -----------------------------------
+def _serve_child(conn: Any, kwargs: dict[str, Any]) -> None:
+    robot = SimRobot(**kwargs)
+    conn.send(robot.port_name)
+    thread = threading.Thread(target=robot.serve, daemon=True)
+    thread.start()
+    conn.recv()  # any message (or the parent closing the pipe) means stop
+    robot._stop_event.set()
+    thread.join()
+    conn.send(dict(robot.counts, steps=robot.steps))
+    robot.stop()
+
+
+class SimRobotProcess:
+    """A ``SimRobot`` in its own process; ``port_name`` is its pty. ``stop()`` returns the robot's counters."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve_child, args=(child, kwargs), daemon=True)
+        self.process.start()
+        self.port_name: str = self._conn.recv()
+
+    def stop(self) -> dict[str, int]:
+        self._conn.send("stop")
+        counts = self._conn.recv()
+        self.process.join()
+        return counts
