@@ -21,11 +21,15 @@ Why a tick never sees half a swap and never misses its deadline because of one:
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+
+from deploy.runtime.package import load_package
 
 Backend = Callable[[np.ndarray], np.ndarray]
 """obs_flat float32 [B, D] -> actions float32 [B, A] (deploy.runtime.backends.InferenceBackend)."""
@@ -88,6 +92,16 @@ class PolicySlot:
             self._previous = self._entry
             self._entry = new
         return new
+
+    def swap_package(self, folder: str | Path, backend: str = "ort-cpu", variant: str | None = None) -> SlotEntry:
+        """Load a policy package (hash-verified) and swap to it; label = the package folder's name.
+
+        ``folder`` may be a symlink (a store's ``current``): it is resolved once, so a promotion that re-points
+        the link during the load cannot mix files of two packages.
+        """
+        resolved = Path(os.path.realpath(folder))
+        package = load_package(resolved)
+        return self.swap(package.make_backend(backend, variant), label=resolved.name)
 
     def rollback(self) -> SlotEntry:
         """Publish the previous backend again (and keep the current one as the new rollback target)."""

@@ -1,0 +1,78 @@
+"""Tick logs -> logged episodes for the fine-tuner (``robot_grpo.finetune_data``).
+
+Reads the runtime's crash-tolerant tick log (``deploy.runtime.ticklog``), cuts it into episodes by episode id
+and turns each into transitions with :func:`robot_grpo.finetune_data.episode_from_ticks`. The policy's
+*proposed* action is what GRPO trains on (the sample it drew; the safety filter and the robot are part of
+the environment); ticks where the filter intervened are counted per episode, which the gate compares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from deploy.contract import ObservationContract
+from deploy.runtime.ticklog import TickRecord, read_ticklog, split_episodes, stack_field
+from robot_grpo.finetune_data import LoggedEpisode, episode_from_ticks
+
+MIN_EPISODE_TICKS = 2  # one transition needs two ticks
+
+
+@dataclass
+class LogDataset:
+    """Episodes read from a tick log, with what was skipped and why."""
+
+    episodes: list[LoggedEpisode] = field(default_factory=list)
+    n_records: int = 0
+    skipped_wrong_shape: int = 0  # episodes whose observations do not match the contract
+    skipped_stopped: int = 0  # episodes that ended in a safe stop
+
+    @property
+    def interventions_per_episode(self) -> float:
+        """Mean number of ticks per episode where the safety filter changed the proposal."""
+        if not self.episodes:
+            return 0.0
+        return float(np.mean([ep.interventions for ep in self.episodes]))
+
+
+def episodes_from_records(
+    records: list[TickRecord], contract: ObservationContract, keep_stopped: bool = False
+) -> LogDataset:
+    """Cut tick records into logged episodes (see the module docstring).
+
+    :param records: tick records in log order.
+    :param contract: the running policy's contract (checks the flat observation layout).
+    :param keep_stopped: keep episodes that ended in a safe stop (default: skip them, they were cut short by
+        the safety layer and their last ticks are holds, not the policy's doing).
+    """
+    out = LogDataset(n_records=len(records))
+    for ticks in split_episodes(records, min_length=MIN_EPISODE_TICKS):
+        obs = stack_field(ticks, "obs_flat")
+        proposed = stack_field(ticks, "proposed")
+        if obs.shape[1] != contract.flat_dim or proposed.shape[1] != contract.action_dim:
+            out.skipped_wrong_shape += 1
+            continue
+        if not keep_stopped and any(t.stop for t in ticks):
+            out.skipped_stopped += 1
+            continue
+        interventions = sum(1 for t in ticks if t.reasons)
+        out.episodes.append(
+            episode_from_ticks(ticks[0].episode_id, obs, proposed, contract.goal_dim, interventions=interventions)
+        )
+    return out
+
+
+def load_log_dataset(path: str | Path, contract: ObservationContract, keep_stopped: bool = False) -> LogDataset:
+    """Read a tick log (a log file, or a folder of ``*.tlog`` logs) into a :class:`LogDataset`."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"tick log {path} does not exist; point the fine-tuner at the runtime's log folder")
+    dataset = episodes_from_records(read_ticklog(path), contract, keep_stopped)
+    if dataset.skipped_wrong_shape and not dataset.episodes:
+        raise ValueError(
+            f"{path}: no episode matches the contract {contract.name!r} (flat_dim {contract.flat_dim}, action_dim "
+            f"{contract.action_dim}); was it logged by a different policy?"
+        )
+    return dataset

@@ -1,0 +1,230 @@
+"""The promotion gate: a candidate package replaces the running one only if it is no worse where it matters.
+
+Both packages run the same seeded closed-loop episodes through their exported ONNX model (the bytes the
+robot would load, via ``PolicyPackage.make_backend``) and the robot's safety filter, on two simulated tasks:
+
+- ``original``: the sim task the policy was trained on;
+- ``current``: the simulated robot configured like the robot is now (e.g. its measured delay and gain).
+
+The candidate passes when, with ``config`` margins (success rates are fractions in [0, 1]):
+
+(a) ``candidate.original >= running.original - original_margin``   (it keeps what sim taught);
+(b) ``candidate.current  >= running.current  - current_tolerance``   (it improves or holds on the robot's condition);
+(c) ``candidate.interventions <= running.interventions + max_extra_interventions`` per episode, summed over both
+    tasks (no more safety-filter interventions), and no safe stop the running policy did not also cause.
+
+A candidate whose model raises, returns NaN/inf or a wrong shape fails with that reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from deploy.contract import ObservationContract
+from deploy.runtime.package import PolicyPackage
+from deploy.runtime.safety import SafetyLimits, filter_action
+
+ActFn = Callable[[np.ndarray], np.ndarray]
+TASKS = ("original", "current")
+FRESH_STATE_AGE_S = 0.0  # the sim hands the filter a fresh state every tick
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Margins and sizes of the gate.
+
+    :param n_episodes: seeded episodes per task and policy (the same seeds for both policies).
+    :param seed: first episode seed.
+    :param original_margin: allowed drop of success on the original task (fraction, e.g. 0.05 = 5 points).
+    :param current_tolerance: allowed drop on the current condition (0: must improve or hold).
+    :param max_extra_interventions: allowed increase of safety interventions per episode (summed over tasks).
+    """
+
+    n_episodes: int = 100
+    seed: int = 50_000
+    original_margin: float = 0.05
+    current_tolerance: float = 0.0
+    max_extra_interventions: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.n_episodes < 1:
+            raise ValueError(f"n_episodes must be >= 1, got {self.n_episodes}")
+        for name in ("original_margin", "current_tolerance", "max_extra_interventions"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class ClosedLoopResult:
+    """Closed-loop outcome of one policy on one task."""
+
+    success_rate: float
+    interventions_per_episode: float
+    safe_stops: int
+    n_episodes: int
+    error: str = ""  # the policy failed to run (raised, NaN, wrong shape)
+
+
+@dataclass
+class GateReport:
+    """The gate's verdict: ``passed`` and, when not, every failed check in ``reasons``."""
+
+    passed: bool
+    reasons: list[str]
+    running: dict[str, ClosedLoopResult]
+    candidate: dict[str, ClosedLoopResult]
+    config: GateConfig = field(default_factory=GateConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "reasons": list(self.reasons),
+            "running": {k: asdict(v) for k, v in self.running.items()},
+            "candidate": {k: asdict(v) for k, v in self.candidate.items()},
+            "config": asdict(self.config),
+        }
+
+
+def _pending_displacement_m(observation: np.ndarray, contract: ObservationContract, dims: int) -> np.ndarray:
+    """Summed displacement (metres) of the commands in the observation's history (all still in flight)."""
+    history = observation[contract.state_dim :].reshape(contract.history_len, contract.action_dim)
+    return history[:, :dims].sum(axis=0) * contract.action_scale_m
+
+
+def closed_loop_eval(
+    act: ActFn,
+    env: gym.Env,
+    contract: ObservationContract,
+    seeds: Sequence[int],
+    limits: SafetyLimits | None,
+) -> ClosedLoopResult:
+    """Run one episode per seed with ``act`` behind the safety filter; success is ``is_success`` at the end.
+
+    Without ``limits`` only non-finite actions are replaced by the hold command (and counted).
+    """
+    successes, interventions, stops = 0, 0, 0
+    position = slice(*contract.position_slice)
+    for seed in seeds:
+        obs, _ = env.reset(seed=int(seed))
+        previous = contract.hold()
+        done, info = False, {}
+        while not done:
+            flat = contract.flatten(obs)[None]
+            try:
+                out = np.asarray(act(flat), dtype=np.float64)
+            except Exception as err:  # a broken candidate must fail the gate, not crash the fine-tuner
+                return ClosedLoopResult(0.0, float("inf"), 0, len(seeds), error=f"the policy raised {err!r}")
+            if out.shape != (1, contract.action_dim):
+                return ClosedLoopResult(
+                    0.0,
+                    float("inf"),
+                    0,
+                    len(seeds),
+                    error=f"action shape {out.shape}, expected (1, {contract.action_dim})",
+                )
+            proposed = out[0]
+            if limits is not None:
+                state = obs["observation"]
+                result = filter_action(
+                    state[position],
+                    _pending_displacement_m(state, contract, limits.position_dims),
+                    proposed,
+                    previous,
+                    FRESH_STATE_AGE_S,
+                    limits,
+                )
+                action, intervened, stop = result.action, bool(result.reasons), result.stop
+            else:
+                finite = bool(np.all(np.isfinite(proposed)))
+                action, intervened, stop = (proposed if finite else contract.hold()), not finite, False
+            interventions += intervened
+            if stop:
+                stops += 1
+                info = {"is_success": False}
+                break
+            obs, _, terminated, truncated, info = env.step(contract.clip_action(action))
+            previous = action
+            done = terminated or truncated
+        successes += bool(info.get("is_success", False))
+    n = len(seeds)
+    return ClosedLoopResult(successes / n, interventions / n, stops, n)
+
+
+def decide(
+    running: Mapping[str, ClosedLoopResult], candidate: Mapping[str, ClosedLoopResult], config: GateConfig
+) -> GateReport:
+    """Apply checks (a), (b), (c) of the module docstring to measured results (pure)."""
+    for name, results in (("running", running), ("candidate", candidate)):
+        missing = [t for t in TASKS if t not in results]
+        if missing:
+            raise ValueError(f"{name} results lack the tasks {missing}; the gate needs {TASKS}")
+    reasons = [f"candidate failed to run on {t}: {candidate[t].error}" for t in TASKS if candidate[t].error]
+    if not reasons:
+        run_o, cand_o = running["original"].success_rate, candidate["original"].success_rate
+        if cand_o < run_o - config.original_margin:
+            reasons.append(
+                f"(a) original-task success {cand_o:.3f} < running {run_o:.3f} - margin {config.original_margin}"
+            )
+        run_c, cand_c = running["current"].success_rate, candidate["current"].success_rate
+        if cand_c < run_c - config.current_tolerance:
+            reasons.append(
+                f"(b) current-condition success {cand_c:.3f} < running {run_c:.3f} "
+                f"- tolerance {config.current_tolerance}"
+            )
+        run_i = sum(running[t].interventions_per_episode for t in TASKS)
+        cand_i = sum(candidate[t].interventions_per_episode for t in TASKS)
+        if cand_i > run_i + config.max_extra_interventions:
+            reasons.append(
+                f"(c) {cand_i:.2f} safety interventions per episode > running {run_i:.2f} "
+                f"+ {config.max_extra_interventions}"
+            )
+        run_s = sum(running[t].safe_stops for t in TASKS)
+        cand_s = sum(candidate[t].safe_stops for t in TASKS)
+        if cand_s > run_s:
+            reasons.append(f"(c) {cand_s} safe stops > running {run_s}")
+    return GateReport(not reasons, reasons, dict(running), dict(candidate), config)
+
+
+def run_gate(
+    candidate: PolicyPackage,
+    running: PolicyPackage,
+    envs: Mapping[str, gym.Env],
+    limits: SafetyLimits | None,
+    config: GateConfig | None = None,
+    backend: str = "ort-cpu",
+    variant: str = "fp32",
+) -> GateReport:
+    """Measure both packages on ``envs["original"]`` and ``envs["current"]`` and decide (see the module docstring).
+
+    :param candidate: the fine-tuned package (already exported and verified by ``load_package``).
+    :param running: the package the robot runs now.
+    :param envs: the two simulated tasks.
+    :param limits: the robot's safety limits (``SafetyLimits.from_calibration``); None counts only NaN holds.
+    :param backend: inference backend for both packages (the robot's).
+    :param variant: model variant for both packages (the robot's).
+    """
+    config = config or GateConfig()
+    if candidate.contract != running.contract:
+        raise ValueError(
+            "the candidate's observation contract differs from the running package's; a fine-tuned policy must keep "
+            f"the contract (candidate {candidate.contract.to_dict()}, running {running.contract.to_dict()})"
+        )
+    seeds = [config.seed + i for i in range(config.n_episodes)]
+    results: dict[str, dict[str, ClosedLoopResult]] = {"running": {}, "candidate": {}}
+    for name, package in (("running", running), ("candidate", candidate)):
+        try:
+            act = package.make_backend(backend, variant)
+        except Exception as err:  # an unloadable candidate fails the gate with the reason
+            failed = ClosedLoopResult(0.0, float("inf"), 0, 0, error=f"cannot load the model: {err!r}")
+            results[name] = dict.fromkeys(TASKS, failed)
+            continue
+        for task in TASKS:
+            results[name][task] = closed_loop_eval(act, envs[task], running.contract, seeds, limits)
+    if any(r.error for r in results["running"].values()):
+        raise RuntimeError(f"the running package does not run in simulation: {results['running']}")
+    return decide(results["running"], results["candidate"], config)
