@@ -3,3 +3,23 @@
 Works on any gymnasium goal env that offers ``env.unwrapped.snapshot()`` and ``reset(options={"snapshot": s})``;
 imports neither ``envs`` nor ``deploy``.
 """
+
+from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer
+from robot_grpo.grpo import GRPO, ExtraLossTerm
+from robot_grpo.policies import OBS_KEYS, GoalGaussianPolicy, MlpPolicy, MultiInputPolicy
+from robot_grpo.schedules import make_schedule
+from robot_grpo.stability import NonFiniteError
+
+__all__ = [
+    "GRPO",
+    "OBS_KEYS",
+    "ExtraLossTerm",
+    "GoalGaussianPolicy",
+    "GroupRolloutBuffer",
+    "GroupRolloutSamples",
+    "HindsightGroupBuffer",
+    "MlpPolicy",
+    "MultiInputPolicy",
+    "NonFiniteError",
+    "make_schedule",
+]

@@ -1,0 +1,485 @@
+"""GRPO with hindsight: critic-free, group-relative policy optimization for sparse-reward goal envs.
+
+Group Relative Policy Optimization (Shao et al. 2024, "DeepSeekMath", https://arxiv.org/abs/2402.03300):
+the baseline of a rollout is its group of G siblings from the same start state and goal, not a critic.
+Sparse-reward groups are relabelled with goals they reached (Andrychowicz et al. 2017, HER) and corrected with
+per-decision importance weights (Rauber et al. 2019, "Hindsight Policy Gradients").
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol, TypeVar
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.policies import BasePolicy
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.vec_env import VecEnv
+
+from robot_grpo.advantages import ADVANTAGE_SCALES
+from robot_grpo.buffers import GroupRolloutBuffer, HindsightGroupBuffer
+from robot_grpo.group_reset import group_reset
+from robot_grpo.policies import GoalGaussianPolicy, flatten_obs_np
+from robot_grpo.schedules import make_schedule
+from robot_grpo.stability import LastGood, NonFiniteError, first_nonfinite, first_nonfinite_grad
+from robot_grpo.stability import write_nonfinite_snapshot as _write_snapshot
+
+SelfGRPO = TypeVar("SelfGRPO", bound="GRPO")
+
+EARLY_STOP_KL_FACTOR = 1.5  # stop the update when approx KL > 1.5 x target_kl
+ROLLBACK_KL_FACTOR = 2.0  # restore the last good weights and halve the lr when approx KL > 2 x target_kl
+ROLLBACK_LR_FACTOR = 0.5
+ADAPTIVE_BETA_TOLERANCE = 1.5  # adapt beta when kl_ref leaves [target / 1.5, target * 1.5]
+ADAPTIVE_BETA_STEP = 2.0
+
+
+class ExtraLossTerm(Protocol):
+    """A pluggable loss term (e.g. an EWC penalty): ``term(policy) -> scalar tensor``, logged as train/<name>."""
+
+    name: str
+
+    def __call__(self, policy: GoalGaussianPolicy) -> th.Tensor: ...
+
+
+class GRPO(BaseAlgorithm):
+    """Group Relative Policy Optimization with whole-group hindsight relabelling (no critic).
+
+    Paper: DeepSeekMath (https://arxiv.org/abs/2402.03300); hindsight: HER (https://arxiv.org/abs/1707.01495)
+    and Hindsight Policy Gradients (https://arxiv.org/abs/1711.06006).
+
+    Every rollout starts with :func:`robot_grpo.group_reset.group_reset`: envs [g*G, (g+1)*G) share one
+    snapshot, then all episodes run to the time limit (``n_steps`` control steps).
+
+    :param policy: "MultiInputPolicy" (dict goal observations), "MlpPolicy" or a policy class.
+    :param env: a VecEnv with ``group_size * n_groups`` envs, or a registered env id (then such a DummyVecEnv
+        is built with ``make_vec_env``).
+    :param learning_rate: float or schedule of progress_remaining (see ``robot_grpo.schedules.make_schedule``
+        for constant / linear / cosine).
+    :param group_size: members per group (G), each starting from the same snapshot.
+    :param n_groups: groups per rollout; the env needs ``group_size * n_groups`` envs.
+    :param n_steps: control steps per episode; None reads the env's ``max_episode_steps`` (or its spec's).
+    :param n_epochs: passes over the training rows per update.
+    :param batch_size: minibatch size in rows (original plus relabelled samples).
+    :param gamma: discount of the returns-to-go.
+    :param clip_range: lower clip epsilon of the ratio (float or schedule, e.g. a linear decay).
+    :param clip_range_high: upper clip epsilon (DAPO-style asymmetric clip); None uses ``clip_range``.
+    :param beta: coefficient of the k3 KL to the reference policy.
+    :param adaptive_beta: adapt ``beta`` (x2 or /2) after each update to keep kl_ref near ``target_kl``.
+    :param target_kl: approx-KL budget per update; None turns off early stop, rollback and adaptive beta.
+    :param ent_coef: entropy bonus coefficient.
+    :param max_grad_norm: gradient clipping norm.
+    :param scale_advantages: "group" (divide by the group std), "batch" (by the batch std) or "none".
+    :param outcome_only: score members by their episode outcome (last reward) instead of returns-to-go.
+    :param ref_update_interval: copy the policy into the reference every N updates (iterative GRPO); 0 keeps
+        the initial reference (fine-tuning).
+    :param rollout_buffer_class: group buffer class (default ``HindsightGroupBuffer`` for goal envs,
+        ``GroupRolloutBuffer`` otherwise; pass ``GroupRolloutBuffer`` to turn hindsight off).
+    :param rollout_buffer_kwargs: extra buffer arguments (hindsight_strategy, n_sampled_goal, is_correction,
+        is_clip, is_self_normalize).
+    :param extra_loss_terms: objects with ``name`` and ``__call__(policy) -> scalar tensor`` added to the loss.
+    :param snapshot_dir: where a snapshot is written when a loss or gradient becomes NaN/inf.
+    :param n_torch_threads: ``torch.set_num_threads`` for this process (small MLPs: 1 is fastest); None leaves it.
+    :param stats_window_size: window of the SB3 episode-info buffers.
+    :param tensorboard_log: TensorBoard log directory (None: no TensorBoard).
+    :param policy_kwargs: extra policy arguments (net_arch, activation_fn, log_std_init, norm_clip, ...).
+    :param verbose: 0 silent, 1 training info.
+    :param seed: seed of python, numpy, torch, the env and the hindsight goal sampler.
+    :param device: torch device ("cpu" is fastest for these small networks).
+    :param _init_setup_model: build the networks now (False when loading).
+    """
+
+    policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
+        "MlpPolicy": GoalGaussianPolicy,
+        "MultiInputPolicy": GoalGaussianPolicy,
+    }
+    policy: GoalGaussianPolicy
+    rollout_buffer: GroupRolloutBuffer
+
+    def __init__(
+        self,
+        policy: str | type[GoalGaussianPolicy],
+        env: GymEnv | str | None,
+        learning_rate: float | Schedule = 3e-4,
+        group_size: int = 8,
+        n_groups: int = 8,
+        n_steps: int | None = None,
+        n_epochs: int = 8,
+        batch_size: int = 2048,
+        gamma: float = 0.98,
+        clip_range: float | Schedule = 0.2,
+        clip_range_high: float | Schedule | None = None,
+        beta: float = 0.0,
+        adaptive_beta: bool = False,
+        target_kl: float | None = None,
+        ent_coef: float = 0.0,
+        max_grad_norm: float = 1.0,
+        scale_advantages: str = "group",
+        outcome_only: bool = False,
+        ref_update_interval: int = 10,
+        rollout_buffer_class: type[GroupRolloutBuffer] | None = None,
+        rollout_buffer_kwargs: dict[str, Any] | None = None,
+        extra_loss_terms: Sequence[ExtraLossTerm] | None = None,
+        snapshot_dir: str = "nonfinite_snapshots",
+        n_torch_threads: int | None = 1,
+        stats_window_size: int = 100,
+        tensorboard_log: str | None = None,
+        policy_kwargs: dict[str, Any] | None = None,
+        verbose: int = 0,
+        seed: int | None = None,
+        device: th.device | str = "cpu",
+        _init_setup_model: bool = True,
+    ) -> None:
+        if isinstance(env, str):
+            env = make_vec_env(env, n_envs=group_size * n_groups, seed=seed)
+        super().__init__(
+            policy,
+            env,
+            learning_rate,
+            policy_kwargs=policy_kwargs,
+            stats_window_size=stats_window_size,
+            tensorboard_log=tensorboard_log,
+            verbose=verbose,
+            device=device,
+            support_multi_env=True,
+            seed=seed,
+            supported_action_spaces=(spaces.Box,),
+        )
+        self.group_size = group_size
+        self.n_groups = n_groups
+        self.n_steps = n_steps
+        self.n_epochs = n_epochs
+        self.batch_size = batch_size
+        self.gamma = gamma
+        self.clip_range = clip_range
+        self.clip_range_high = clip_range_high
+        self.beta = beta
+        self.adaptive_beta = adaptive_beta
+        self.target_kl = target_kl
+        self.ent_coef = ent_coef
+        self.max_grad_norm = max_grad_norm
+        self.scale_advantages = scale_advantages
+        self.outcome_only = outcome_only
+        self.ref_update_interval = ref_update_interval
+        self.rollout_buffer_class = rollout_buffer_class
+        self.rollout_buffer_kwargs = rollout_buffer_kwargs or {}
+        self.extra_loss_terms = list(extra_loss_terms or [])
+        self.snapshot_dir = snapshot_dir
+        self.n_torch_threads = n_torch_threads
+        self._lr_factor = 1.0
+        self._rollout_stats: dict[str, float] = {}
+        if _init_setup_model:
+            self._setup_model()
+
+    # Setup ------------------------------------------------------------------------------------------------
+    def _check_args(self) -> None:
+        if self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2 (the group is the baseline), got {self.group_size}")
+        if self.n_groups < 1:
+            raise ValueError(f"n_groups must be >= 1, got {self.n_groups}")
+        if self.env is not None and self.n_envs != self.group_size * self.n_groups:
+            raise ValueError(
+                f"the env has {self.n_envs} envs but group_size * n_groups = {self.group_size * self.n_groups}; "
+                f"build it with make_vec_env(env_id, n_envs={self.group_size * self.n_groups}) or change n_groups"
+            )
+        if self.n_epochs < 1:
+            raise ValueError(f"n_epochs must be >= 1, got {self.n_epochs}")
+        if self.batch_size < 2:
+            raise ValueError(f"batch_size must be >= 2 rows, got {self.batch_size}")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+        if self.scale_advantages not in ADVANTAGE_SCALES:
+            raise ValueError(f"scale_advantages must be one of {ADVANTAGE_SCALES}, got {self.scale_advantages!r}")
+        if self.beta < 0 or self.ent_coef < 0:
+            raise ValueError(f"beta and ent_coef must be >= 0, got beta={self.beta}, ent_coef={self.ent_coef}")
+        if self.target_kl is not None and self.target_kl <= 0:
+            raise ValueError(f"target_kl must be > 0 or None (off), got {self.target_kl}")
+        if self.adaptive_beta and (self.target_kl is None or self.beta <= 0):
+            raise ValueError("adaptive_beta needs a target_kl and an initial beta > 0 (e.g. beta=0.01)")
+        if self.max_grad_norm <= 0:
+            raise ValueError(f"max_grad_norm must be > 0, got {self.max_grad_norm}")
+        if self.ref_update_interval < 0:
+            raise ValueError(f"ref_update_interval must be >= 0 (0 = never refresh), got {self.ref_update_interval}")
+        for term in self.extra_loss_terms:
+            if not callable(term) or not isinstance(getattr(term, "name", None), str):
+                raise ValueError(f"extra loss term {term!r} needs a str `name` and `__call__(policy) -> tensor`")
+
+    def _infer_n_steps(self) -> int:
+        """Episode length from the env: ``max_episode_steps`` on the env, else its spec's."""
+        assert self.env is not None
+        for getter in (lambda: self.env.get_attr("max_episode_steps", [0])[0], lambda: self._spec_steps()):
+            try:
+                steps = getter()
+            except AttributeError:
+                continue
+            if steps:
+                return int(steps)
+        raise ValueError("cannot read the episode length from the env; pass n_steps (control steps per episode)")
+
+    def _spec_steps(self) -> int | None:
+        spec = self.env.get_attr("spec", [0])[0]  # type: ignore[union-attr]
+        return None if spec is None else spec.max_episode_steps
+
+    def _setup_model(self) -> None:
+        self._check_args()
+        if self.n_torch_threads is not None:
+            th.set_num_threads(self.n_torch_threads)
+        self._setup_lr_schedule()
+        self.set_random_seed(self.seed)
+        self._rng = np.random.default_rng(self.seed)
+        if self.n_steps is None:
+            self.n_steps = self._infer_n_steps()
+        if self.n_steps < 1:
+            raise ValueError(f"n_steps must be >= 1 control step, got {self.n_steps}")
+        self.clip_range_schedule = make_schedule(self.clip_range)
+        high = self.clip_range if self.clip_range_high is None else self.clip_range_high
+        self.clip_range_high_schedule = make_schedule(high)
+
+        self.policy = self.policy_class(
+            self.observation_space, self.action_space, self.lr_schedule, **self.policy_kwargs
+        )
+        self.policy = self.policy.to(self.device)
+        self.ref_policy = self.policy_class(
+            self.observation_space, self.action_space, self.lr_schedule, **self.policy_kwargs
+        ).to(self.device)
+        self.ref_policy.load_state_dict(self.policy.state_dict())
+        self.ref_policy.requires_grad_(False)
+        self.ref_policy.set_training_mode(False)
+
+        buffer_class = self.rollout_buffer_class
+        if buffer_class is None:
+            is_goal = isinstance(self.observation_space, spaces.Dict)
+            buffer_class = HindsightGroupBuffer if is_goal else GroupRolloutBuffer
+        self.rollout_buffer = buffer_class(
+            self.n_steps,
+            self.observation_space,
+            self.action_space,
+            self.group_size,
+            self.n_groups,
+            device=self.device,
+            gamma=self.gamma,
+            scale_advantages=self.scale_advantages,
+            outcome_only=self.outcome_only,
+            **self.rollout_buffer_kwargs,
+        )
+
+    def set_random_seed(self, seed: int | None = None) -> None:
+        """Seed python, numpy, torch, the action space, the env and the hindsight goal sampler."""
+        super().set_random_seed(seed)
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "extra_loss_terms", "_last_good"]
+
+    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
+        return ["policy", "policy.optimizer", "ref_policy"], []
+
+    # Rollouts ---------------------------------------------------------------------------------------------
+    def _compute_reward(self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray:
+        assert self.env is not None
+        return self.env.env_method("compute_reward", achieved_goal, desired_goal, info, indices=[0])[0]
+
+    def collect_rollouts(self, env: VecEnv, callback: BaseCallback, rollout_buffer: GroupRolloutBuffer) -> bool:
+        """Run one group rollout (every env to the time limit) and build the training rows.
+
+        :return: False when a callback asked to stop training.
+        """
+        self.policy.set_training_mode(False)
+        self._last_obs = group_reset(env, self.group_size)
+        rollout_buffer.reset()
+        callback.on_rollout_start()
+        low, high = self.action_space.low, self.action_space.high
+        is_goal = isinstance(self._last_obs, dict)
+        T = rollout_buffer.n_steps
+        for t in range(T):
+            flat = flatten_obs_np(self._last_obs)
+            with th.no_grad():
+                actions = self.policy(th.as_tensor(flat, device=self.device))[0].cpu().numpy()
+            new_obs, rewards, dones, infos = env.step(np.clip(actions, low, high))
+            self.num_timesteps += env.num_envs
+            callback.update_locals(locals())
+            if not callback.on_step():
+                return False
+            self._update_info_buffer(infos, dones)
+            last = t == T - 1
+            if not np.all(dones == last):
+                raise ValueError(
+                    f"episodes must all end exactly at the time limit (n_steps={T}); at step {t + 1} the done flags "
+                    f"were {dones.astype(int).tolist()}. GRPO groups need envs without early termination; "
+                    "pass n_steps equal to the env's episode length"
+                )
+            achieved = None
+            if is_goal:
+                achieved = (
+                    np.stack([info["terminal_observation"]["achieved_goal"] for info in infos])
+                    if last
+                    else new_obs["achieved_goal"]
+                )
+            rollout_buffer.add(flat, actions, rewards, achieved)
+            self._last_obs = new_obs
+            self._last_episode_starts = dones
+
+        successes = [info["is_success"] for info in infos if "is_success" in info]
+        self.policy.update_normalizer(th.as_tensor(rollout_buffer.observations.reshape(-1, rollout_buffer.obs_dim)))
+        compute_reward = self._compute_reward if is_goal else None
+        self._rollout_stats = rollout_buffer.compute(self.policy, self.ref_policy, compute_reward, self._rng)
+        if successes:
+            self._rollout_stats["rollout/success_rate"] = float(np.mean(successes))
+        callback.update_locals(locals())
+        callback.on_rollout_end()
+        return True
+
+    # Training ---------------------------------------------------------------------------------------------
+    def _set_lr(self) -> float:
+        lr = self.lr_schedule(self._current_progress_remaining) * self._lr_factor
+        for group in self.policy.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def _raise_nonfinite(self, name: str, batch: Any, terms: dict[str, th.Tensor], epoch: int) -> None:
+        update = self._n_updates + 1
+        path = _write_snapshot(
+            self.snapshot_dir, update, name, self.policy, self.policy.optimizer, batch._asdict(), terms
+        )
+        raise NonFiniteError(
+            f"non-finite value in {name} at update {update} (epoch {epoch}); weights, optimizer state and the "
+            f"offending minibatch were saved to {path} (torch.load(path, weights_only=True))"
+        )
+
+    def train(self) -> None:
+        """Clipped-ratio updates over the rollout's rows with KL guards (early stop, rollback)."""
+        self.policy.set_training_mode(True)
+        lr = self._set_lr()
+        clip_low = self.clip_range_schedule(self._current_progress_remaining)
+        clip_high = self.clip_range_high_schedule(self._current_progress_remaining)
+        last_good = LastGood()
+        logs: dict[str, list[float]] = {"approx_kl": [], "clip_fraction": [], "kl_ref": [], "grad_norm": []}
+        logs.update({"policy_loss": [], "loss": []})
+        logs.update({f"extra/{term.name}": [] for term in self.extra_loss_terms})
+        entropy = self.policy.entropy()
+        early_stop, rolled_back, epochs_done = False, False, 0
+        for epoch in range(self.n_epochs):
+            last_good.capture(self.policy, self.policy.optimizer)
+            for batch in self.rollout_buffer.get(self.batch_size):
+                log_prob, entropy = self.policy.evaluate_actions(batch.observations, batch.actions)
+                log_ratio = log_prob - batch.old_log_prob
+                ratio = th.exp(log_ratio)
+                approx_kl = ((ratio - 1.0) - log_ratio).mean()
+                if self.target_kl is not None:
+                    kl = float(approx_kl.detach())
+                    if kl > ROLLBACK_KL_FACTOR * self.target_kl:
+                        last_good.restore(self.policy, self.policy.optimizer)
+                        self._lr_factor *= ROLLBACK_LR_FACTOR
+                        lr = self._set_lr()
+                        rolled_back = True
+                        if self.verbose >= 1:
+                            print(f"GRPO: approx KL {kl:.4f} > {ROLLBACK_KL_FACTOR} x target; rolled back, lr={lr:.2e}")
+                        break
+                    if kl > EARLY_STOP_KL_FACTOR * self.target_kl:
+                        early_stop = True
+                        break
+                adv, w = batch.advantages, batch.weights
+                surrogate = th.min(ratio * adv, th.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv)
+                policy_loss = -(w * surrogate).mean()
+                ref_log_ratio = batch.ref_log_prob - log_prob
+                kl_ref = (th.exp(ref_log_ratio) - ref_log_ratio - 1.0).mean()
+                terms = {"policy_loss": policy_loss, "kl_ref": kl_ref, "entropy": entropy}
+                terms.update({f"extra/{term.name}": term(self.policy) for term in self.extra_loss_terms})
+                loss = policy_loss + self.beta * kl_ref - self.ent_coef * entropy
+                for term in self.extra_loss_terms:
+                    loss = loss + terms[f"extra/{term.name}"]
+                terms["loss"] = loss
+                bad = first_nonfinite(terms)
+                if bad is not None:
+                    self._raise_nonfinite(bad, batch, terms, epoch)
+                self.policy.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                if not bool(th.isfinite(grad_norm)):
+                    self._raise_nonfinite(
+                        first_nonfinite_grad(self.policy.named_parameters()) or "grad_norm", batch, terms, epoch
+                    )
+                self.policy.optimizer.step()
+                logs["approx_kl"].append(float(approx_kl.detach()))
+                logs["clip_fraction"].append(float(((ratio < 1 - clip_low) | (ratio > 1 + clip_high)).float().mean()))
+                logs["kl_ref"].append(float(kl_ref.detach()))
+                logs["grad_norm"].append(float(grad_norm))
+                for key in ("policy_loss", "loss", *(f"extra/{t.name}" for t in self.extra_loss_terms)):
+                    logs[key].append(float(terms[key].detach()))
+            if early_stop or rolled_back:
+                break
+            epochs_done += 1
+
+        self._n_updates += 1
+        self._after_update(logs)
+        for key, values in logs.items():
+            if values:
+                self.logger.record(f"train/{key}", float(np.mean(values)))
+        self.logger.record("train/entropy", float(entropy.detach()))
+        self.logger.record("train/lr", lr)
+        self.logger.record("train/beta", self.beta)
+        self.logger.record("train/clip_range", clip_low)
+        self.logger.record("train/epochs_completed", epochs_done)
+        self.logger.record("train/early_stop", int(early_stop))
+        self.logger.record("train/rollback", int(rolled_back))
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+
+    def _after_update(self, logs: dict[str, list[float]]) -> None:
+        """Adapt beta toward target_kl and refresh the reference policy."""
+        if self.adaptive_beta and logs["kl_ref"]:
+            assert self.target_kl is not None
+            kl_ref = float(np.mean(logs["kl_ref"]))
+            if kl_ref > ADAPTIVE_BETA_TOLERANCE * self.target_kl:
+                self.beta *= ADAPTIVE_BETA_STEP
+            elif kl_ref < self.target_kl / ADAPTIVE_BETA_TOLERANCE:
+                self.beta /= ADAPTIVE_BETA_STEP
+        if self.ref_update_interval > 0 and self._n_updates % self.ref_update_interval == 0:
+            self.ref_policy.load_state_dict(self.policy.state_dict())
+
+    # Loop -------------------------------------------------------------------------------------------------
+    def dump_logs(self, iteration: int = 0) -> None:
+        """Record rollout/hindsight/time keys and write them (SB3 logger: stdout, TensorBoard, CSV, ...)."""
+        elapsed = max((time.time_ns() - self.start_time) / 1e9, sys.float_info.epsilon)
+        fps = int((self.num_timesteps - self._num_timesteps_at_start) / elapsed)
+        if iteration > 0:
+            self.logger.record("time/iterations", iteration, exclude="tensorboard")
+        for key, value in self._rollout_stats.items():
+            self.logger.record(key, value)
+        self.logger.record("time/fps", fps)
+        self.logger.record("time/time_elapsed", int(elapsed), exclude="tensorboard")
+        self.logger.record("time/total_timesteps", self.num_timesteps, exclude="tensorboard")
+        self.logger.dump(step=self.num_timesteps)
+
+    def learn(
+        self: SelfGRPO,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: str = "GRPO",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> SelfGRPO:
+        """Alternate group rollouts (``n_envs * n_steps`` env steps each) and updates until ``total_timesteps``."""
+        iteration = 0
+        total_timesteps, callback = self._setup_learn(
+            total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar
+        )
+        callback.on_training_start(locals(), globals())
+        assert self.env is not None
+        while self.num_timesteps < total_timesteps:
+            if not self.collect_rollouts(self.env, callback, self.rollout_buffer):
+                break
+            iteration += 1
+            self._update_current_progress_remaining(self.num_timesteps, total_timesteps)
+            if log_interval is not None and iteration % log_interval == 0:
+                self.dump_logs(iteration)
+            self.train()
+        callback.on_training_end()
+        return self

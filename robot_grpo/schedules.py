@@ -1,0 +1,48 @@
+"""Picklable schedules of training progress (SB3 convention: ``progress_remaining`` goes from 1 to 0).
+
+``make_schedule(3e-4)`` is constant; ``make_schedule(3e-4, "linear", end=3e-5)`` decays linearly;
+``make_schedule(3e-4, "cosine", end=0.0)`` follows half a cosine. Any callable schedule is accepted as is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, LinearSchedule
+
+SCHEDULE_KINDS = ("constant", "linear", "cosine")
+Schedule = Callable[[float], float]
+
+
+class CosineSchedule:
+    """Half-cosine from ``start`` (progress_remaining = 1) to ``end`` (progress_remaining = 0)."""
+
+    def __init__(self, start: float, end: float) -> None:
+        self.start = float(start)
+        self.end = float(end)
+
+    def __call__(self, progress_remaining: float) -> float:
+        done = min(max(1.0 - progress_remaining, 0.0), 1.0)
+        return self.end + 0.5 * (self.start - self.end) * (1.0 + math.cos(math.pi * done))
+
+    def __repr__(self) -> str:
+        return f"CosineSchedule(start={self.start}, end={self.end})"
+
+
+def make_schedule(value: float | Schedule, kind: str = "constant", end: float = 0.0) -> FloatSchedule:
+    """Turn a float (with a ``kind``) or a callable into a float-valued schedule.
+
+    :param value: start value, or a callable schedule (then ``kind`` and ``end`` are ignored).
+    :param kind: "constant" | "linear" | "cosine".
+    :param end: value at the end of training for "linear" and "cosine".
+    """
+    if callable(value):
+        return FloatSchedule(value)
+    if kind not in SCHEDULE_KINDS:
+        raise ValueError(f"schedule kind must be one of {SCHEDULE_KINDS}, got {kind!r}")
+    if kind == "linear":
+        return FloatSchedule(LinearSchedule(float(value), float(end), 1.0))
+    if kind == "cosine":
+        return FloatSchedule(CosineSchedule(float(value), float(end)))
+    return FloatSchedule(ConstantSchedule(float(value)))
