@@ -1,0 +1,331 @@
+"""Turn a trained policy into a verified policy package folder (see ``deploy/runtime/package.py`` for the layout).
+
+    from deploy.export.exporter import export_package
+    export_package("runs/grpo_fetch.zip", "models/fetch_reach", env_id="DelayedFetchReach-v0")
+
+Steps: torch -> policy.onnx -> policy_fp16.onnx / policy_int8.onnx (calibrated on the policy's own sim
+observations) -> TensorRT engine when TensorRT and a GPU are here (else recorded as "build on the target", with
+the command) -> parity / closed-loop / latency checks of every variant -> report -> manifest (sealed, written
+last). The package is assembled in a temporary folder next to ``out_dir`` and renamed into place only when
+every check passes, so ``out_dir`` never holds a half-written or failing package.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from deploy.export.fp16 import convert_fp16
+from deploy.export.int8 import quantize_int8
+from deploy.export.onnx_fp32 import export_onnx, torch_actions
+from deploy.export.provenance import algorithm_provenance, jsonable, library_versions
+from deploy.export.rollouts import closed_loop_success, collect_observations, env_contract, make_env
+from deploy.export.tensorrt_build import BUILD_COMMAND, TensorRTUnavailableError, build_engine
+from deploy.export.verify import check_report, latency_us, parity, write_report
+from deploy.runtime.backends import INPUT_NAME, OUTPUT_NAME, OrtBackend
+from deploy.runtime.package import (
+    EWC_FILE,
+    MANIFEST_NAME,
+    PACKAGE_FORMAT_VERSION,
+    VARIANT_FILES,
+    sha256_file,
+    write_manifest,
+)
+
+MIN_PARITY_OBS = 10_000
+MIN_EPISODES = 100
+EVAL_BATCH = 1024
+PACKAGE_DIR_MODE = 0o755  # mkdtemp makes the folder owner-only; a package is read by the robot's service user
+
+
+class ExportCheckError(RuntimeError):
+    """The exported variants broke a parity or closed-loop tolerance; the package was not installed."""
+
+
+@dataclass
+class ExportConfig:
+    """Sizes and seeds of the export checks.
+
+    :param n_parity_obs: observations from sim rollouts for the parity check (>= 10,000).
+    :param n_calibration_obs: observations for int8 calibration (separate seeds from the parity set).
+    :param n_episodes: seeded closed-loop episodes per variant (>= 100).
+    :param episode_seed: first closed-loop episode seed.
+    :param parity_seed: first parity rollout seed.
+    :param calibration_seed: first calibration rollout seed.
+    :param exploration_noise_std: action noise (action units) on half the parity rollouts.
+    :param calibration_noise_stds: action noise levels of the calibration rollouts (equal shares); wider than the
+        parity set's so the int8 ranges cover it.
+    :param int8_activation_bits: 16 (A16W8, default) or 8 (W8A8); see ``deploy/export/int8.py``.
+    :param latency_calls: batch-1 calls timed per variant.
+    :param max_batch: largest batch of the TensorRT profile.
+    :param build_engine: try to build the TensorRT engine here (skipped, with a note, without TensorRT/GPU).
+    :param strict: refuse to install a package that breaks a tolerance (raise ExportCheckError).
+    """
+
+    n_parity_obs: int = MIN_PARITY_OBS
+    n_calibration_obs: int = 3_000
+    n_episodes: int = MIN_EPISODES
+    episode_seed: int = 10_000
+    parity_seed: int = 20_000
+    calibration_seed: int = 30_000
+    exploration_noise_std: float = 0.3
+    calibration_noise_stds: tuple[float, ...] = (0.0, 0.3, 1.0)
+    int8_activation_bits: int = 16
+    latency_calls: int = 5_000
+    max_batch: int = 64
+    build_engine: bool = True
+    strict: bool = True
+    allow_small_checks: bool = field(default=False, repr=False)  # unit tests only: smaller check sizes
+
+    def __post_init__(self) -> None:
+        if not self.allow_small_checks and (self.n_parity_obs < MIN_PARITY_OBS or self.n_episodes < MIN_EPISODES):
+            raise ValueError(
+                f"a package needs >= {MIN_PARITY_OBS} parity observations and >= {MIN_EPISODES} closed-loop "
+                f"episodes, got {self.n_parity_obs} and {self.n_episodes}"
+            )
+
+
+@dataclass
+class EwcAnchor:
+    """EWC anchor shipped with the package: the sim-trained weights and their diagonal Fisher information.
+
+    :param params: parameter name -> anchor value (theta*), as in the policy's ``state_dict``.
+    :param fisher: parameter name -> diagonal Fisher (same keys and shapes, >= 0).
+    :param meta: how the Fisher was computed (samples, env, ...), recorded in the manifest.
+    """
+
+    params: dict[str, np.ndarray]
+    fisher: dict[str, np.ndarray]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if set(self.params) != set(self.fisher) or not self.params:
+            raise ValueError("EWC params and fisher must have the same, non-empty set of parameter names")
+        for name, value in self.fisher.items():
+            value = np.asarray(value)
+            if value.shape != np.shape(self.params[name]):
+                raise ValueError(f"fisher[{name!r}] has shape {value.shape}, params {np.shape(self.params[name])}")
+            if not np.all(np.isfinite(value)) or np.any(value < 0):
+                raise ValueError(f"fisher[{name!r}] must be finite and >= 0")
+
+    def save(self, path: Path) -> None:
+        arrays = {f"param/{k}": np.asarray(v, dtype=np.float32) for k, v in self.params.items()}
+        arrays |= {f"fisher/{k}": np.asarray(v, dtype=np.float32) for k, v in self.fisher.items()}
+        np.savez(path, **arrays)
+
+
+def load_policy(source: Any) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The export module and provenance of a GRPO checkpoint path, a GRPO model, a policy or a torch module."""
+    if isinstance(source, (str, Path)):
+        from robot_grpo.grpo import GRPO  # the training side is only needed to read a checkpoint
+
+        source = GRPO.load(str(source), device="cpu")
+    if hasattr(source, "policy") and hasattr(source.policy, "make_export_module"):
+        return source.policy.make_export_module(), algorithm_provenance(source)
+    if hasattr(source, "make_export_module"):
+        return source.make_export_module(), {}
+    if isinstance(source, torch.nn.Module):
+        return source, {}
+    raise TypeError(
+        f"cannot export a {type(source).__name__}: pass a GRPO checkpoint path, a GRPO model, a policy with "
+        "make_export_module(), or a torch module mapping float32 [B, flat_dim] to [B, action_dim]"
+    )
+
+
+def export_package(
+    source: Any,
+    out_dir: str | Path,
+    env_id: str,
+    env_kwargs: dict[str, Any] | None = None,
+    provenance: dict[str, Any] | None = None,
+    ewc_anchor: EwcAnchor | None = None,
+    config: ExportConfig | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Export ``source`` to a verified package in ``out_dir`` and return its path.
+
+    :param source: GRPO checkpoint path, GRPO model, policy with ``make_export_module()``, or torch module.
+    :param out_dir: package folder to create (must not exist unless ``overwrite``).
+    :param env_id: registered sim env for the rollouts (the env the policy was trained on).
+    :param env_kwargs: kwargs for ``gymnasium.make(env_id, ...)`` (delay, noise, calibration ...).
+    :param provenance: extra or overriding provenance (required keys for a bare module: ``algorithm``).
+    :param ewc_anchor: optional EWC anchor to ship as ``ewc.npz``.
+    :param config: check sizes and seeds.
+    :param overwrite: replace an existing ``out_dir``.
+    """
+    config = config or ExportConfig()
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not overwrite:
+        raise FileExistsError(f"{out_dir} exists; pass overwrite=True or choose a new package folder")
+    module, prov = load_policy(source)
+    prov = {**prov, **(provenance or {})}
+    if "algorithm" not in prov:
+        raise ValueError("provenance must name the 'algorithm' when exporting a bare torch module")
+    prov.setdefault("env_id", env_id)
+    prov.setdefault("env_kwargs", jsonable(env_kwargs or {}))
+
+    env = make_env(env_id, env_kwargs)
+    contract = env_contract(env)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        report = _build_variants(module, env, contract, work, config, env_id)
+        if ewc_anchor is not None:
+            ewc_anchor.save(work / EWC_FILE)
+        report["problems"] = check_report(report)
+        write_report(work, report)
+        manifest = _manifest(contract, env, prov, report, work, ewc_anchor, out_dir, config)
+        write_manifest(work, manifest)
+        if report["problems"] and config.strict:
+            rejected = out_dir.with_name(out_dir.name + ".rejected")
+            if rejected.exists():
+                shutil.rmtree(rejected)
+            work.rename(rejected)
+            raise ExportCheckError(
+                f"the exported package fails its checks and was not installed (kept for inspection in {rejected}, "
+                "see its report.md):\n  " + "\n  ".join(report["problems"])
+            )
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        work.rename(out_dir)
+        out_dir.chmod(PACKAGE_DIR_MODE)
+    finally:
+        env.close()
+        if work.exists():
+            shutil.rmtree(work)
+    return out_dir
+
+
+def _batched(call: Any, obs: np.ndarray) -> np.ndarray:
+    return np.concatenate([call(obs[i : i + EVAL_BATCH]) for i in range(0, len(obs), EVAL_BATCH)])
+
+
+def _build_variants(
+    module: torch.nn.Module, env: Any, contract: Any, work: Path, config: ExportConfig, env_id: str
+) -> dict[str, Any]:
+    module = module.eval()
+
+    def torch_act(obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return module(torch.from_numpy(obs)).numpy()
+
+    fp32 = export_onnx(module, contract.flat_dim, work / VARIANT_FILES["fp32"])
+    n_actions = int(torch_act(np.zeros((1, contract.flat_dim), np.float32)).shape[1])
+    if n_actions != contract.action_dim:
+        raise ValueError(f"the policy outputs {n_actions} actions, the env's contract {contract.action_dim}")
+    convert_fp16(fp32, work / VARIANT_FILES["fp16"])
+    share = config.n_calibration_obs // len(config.calibration_noise_stds)
+    calibration = np.concatenate(
+        [
+            collect_observations(env, torch_act, share, config.calibration_seed + i * share, noise)
+            for i, noise in enumerate(config.calibration_noise_stds)
+        ]
+    )
+    quantize_int8(fp32, work / VARIANT_FILES["int8"], calibration, config.int8_activation_bits)
+
+    half = config.n_parity_obs // 2
+    parity_obs = np.concatenate(
+        [
+            collect_observations(env, torch_act, half, config.parity_seed),
+            collect_observations(
+                env, torch_act, config.n_parity_obs - half, config.parity_seed + half, config.exploration_noise_std
+            ),
+        ]
+    )
+    reference = torch_actions(module, parity_obs)
+    seeds = list(range(config.episode_seed, config.episode_seed + config.n_episodes))
+    report: dict[str, Any] = {
+        "env_id": env_id,
+        "n_parity_obs": len(parity_obs),
+        "parity_seed": config.parity_seed,
+        "n_episodes": config.n_episodes,
+        "episode_seeds": seeds,
+        "latency_backend": "ort-cpu (1 thread, I/O binding)",
+        "latency_calls": config.latency_calls,
+        "int8_scheme": f"static QDQ, int8 per-channel weights, {config.int8_activation_bits}-bit activations",
+        "torch": {
+            "success_rate": float(closed_loop_success(env, torch_act, seeds).mean()),
+            "latency": latency_us(torch_act, parity_obs, config.latency_calls),
+        },
+        "variants": {},
+    }
+    for variant in ("fp32", "fp16", "int8"):
+        backend = OrtBackend((work / VARIANT_FILES[variant]).read_bytes(), "ort-cpu")
+        report["variants"][variant] = {
+            "file": VARIANT_FILES[variant],
+            "parity": parity(reference, _batched(backend, parity_obs)),
+            "success_rate": float(closed_loop_success(env, backend, seeds).mean()),
+            "latency": latency_us(backend, parity_obs, config.latency_calls),
+        }
+    report["engine"] = _try_engine(work, config)
+    return report
+
+
+def _try_engine(work: Path, config: ExportConfig) -> dict[str, Any]:
+    command = BUILD_COMMAND.format(package="<package folder>", max_batch=config.max_batch)
+    if not config.build_engine:
+        return {"status": "not built", "detail": f"skipped by the caller; build on the target: {command}"}
+    try:
+        facts = build_engine(work / VARIANT_FILES["fp32"], work / VARIANT_FILES["engine"], config.max_batch)
+    except TensorRTUnavailableError as exc:
+        return {"status": "not built", "detail": f"TensorRT unavailable here ({exc}); build on the target: {command}"}
+    return {**facts, "detail": f"built here; rebuild on the target (engines are device-specific): {command}"}
+
+
+def _manifest(
+    contract: Any,
+    env: Any,
+    provenance: dict[str, Any],
+    report: dict[str, Any],
+    work: Path,
+    ewc_anchor: EwcAnchor | None,
+    out_dir: Path,
+    config: ExportConfig,
+) -> dict[str, Any]:
+    low, high = env.unwrapped.delay_range
+    variants = {v: VARIANT_FILES[v] for v in ("fp32", "fp16", "int8")}
+    if (work / VARIANT_FILES["engine"]).exists():
+        variants["engine"] = VARIANT_FILES["engine"]
+    files = sorted(p.name for p in work.iterdir() if p.is_file() and p.name != MANIFEST_NAME)
+    engine = {k: v for k, v in report["engine"].items() if k != "detail"}
+    engine["build_command"] = BUILD_COMMAND.format(package=out_dir, max_batch=config.max_batch)
+    history_offset = contract.state_dim
+    return {
+        "format_version": PACKAGE_FORMAT_VERSION,
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "contract": contract.to_dict(),
+        "pending_commands": {
+            "location": "observation",
+            "start": history_offset,
+            "stop": history_offset + contract.history_len * contract.action_dim,
+            "rows": contract.history_len,
+            "row_size": contract.action_dim,
+            "order": "oldest_first",
+            "meaning": "the last history_len commands sent; with delay k the last k rows are still pending",
+        },
+        "action_delay_steps": {"low": int(low), "high": int(high)},
+        "action_delay_s": {"low": low * contract.control_period_s, "high": high * contract.control_period_s},
+        "control_period_s": contract.control_period_s,
+        "io": {
+            "input": INPUT_NAME,
+            "output": OUTPUT_NAME,
+            "dtype": "float32",
+            "input_shape": ["batch", contract.flat_dim],
+            "output_shape": ["batch", contract.action_dim],
+        },
+        "variants": variants,
+        "engine": engine,
+        "ewc": None if ewc_anchor is None else {"file": EWC_FILE, **jsonable(ewc_anchor.meta)},
+        "provenance": jsonable(provenance),
+        "export_config": jsonable(asdict(config)),
+        "checks": {"passed": not report["problems"], "problems": report["problems"]},
+        "versions": library_versions(),
+        "files": {name: sha256_file(work / name) for name in files},
+    }

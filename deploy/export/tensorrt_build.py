@@ -1,0 +1,178 @@
+"""Build the TensorRT fp16 engine of a policy package on the target device (TensorRT 10.x and 11.x).
+
+Usage, on the robot computer (e.g. a Jetson with JetPack 6 / TensorRT 10.3)::
+
+    python -m deploy.export.tensorrt_build PACKAGE_DIR [--max-batch 64] [--mode auto|flag|strong]
+
+The package is verified first; the engine is written as ``policy.engine`` and added to the manifest (sha256,
+TensorRT version, GPU name, mode, batch profile), which is re-sealed. Imports tensorrt + stdlib + the runtime's
+package module only (no torch), so it runs where the robot runs.
+
+Precision modes:
+
+- ``flag`` (TensorRT 10.x): parse the fp32 ``policy.onnx`` and set ``BuilderFlag.FP16``: TensorRT picks fp16
+  kernels where they are faster and keeps fp32 where it must;
+- ``strong`` (TensorRT >= 10, the only way on 11.x where the FP16 builder flag is gone): a strongly typed
+  network from ``policy_fp16.onnx``, whose Cast nodes fix every tensor's precision (fp16 math, fp32 I/O);
+- ``auto``: ``strong`` when the FP16 flag does not exist (11.x), else ``flag``.
+
+The optimisation profile covers batch 1..max_batch (opt 1: the control loop runs batch 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from deploy.runtime.package import VARIANT_FILES, load_package, sha256_file, write_manifest
+
+INPUT_NAME = "obs"
+DEFAULT_MAX_BATCH = 64
+WORKSPACE_BYTES = 1 << 28  # 256 MiB of builder scratch: plenty for a small MLP, fits a Jetson
+MODES = ("auto", "flag", "strong")
+BUILD_COMMAND = "python -m deploy.export.tensorrt_build {package} --max-batch {max_batch}"
+
+
+class TensorRTUnavailableError(RuntimeError):
+    """TensorRT (or a GPU) is not present here; the engine must be built on the target."""
+
+
+def tensorrt_status() -> tuple[bool, str]:
+    """(available, human-readable reason) for building an engine on this machine."""
+    if importlib.util.find_spec("tensorrt") is None:
+        return False, "the tensorrt Python package is not installed here (pip install tensorrt, or JetPack's)"
+    try:
+        import tensorrt as trt
+
+        builder = trt.Builder(trt.Logger(trt.Logger.ERROR))
+    except Exception as exc:  # a missing driver / GPU surfaces as a plain RuntimeError or TypeError
+        return False, f"tensorrt {_version()} is installed but cannot create a builder (no usable GPU?): {exc}"
+    if builder is None:
+        return False, "tensorrt could not create a builder (no usable GPU?)"
+    return True, f"tensorrt {trt.__version__}"
+
+
+def _version() -> str:
+    try:
+        import tensorrt as trt
+
+        return str(trt.__version__)
+    except Exception:
+        return "unknown"
+
+
+def resolve_mode(trt: Any, mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    has_fp16_flag = hasattr(trt.BuilderFlag, "FP16")
+    if mode == "flag" and not has_fp16_flag:
+        raise ValueError(f"TensorRT {trt.__version__} has no BuilderFlag.FP16; use --mode strong (fp16 ONNX)")
+    if mode == "auto":
+        return "flag" if has_fp16_flag else "strong"
+    return mode
+
+
+def build_engine(
+    onnx_path: str | Path, engine_path: str | Path, max_batch: int = DEFAULT_MAX_BATCH, mode: str = "auto"
+) -> dict[str, Any]:
+    """Build a serialized fp16 engine from ``onnx_path`` (fp32 for ``flag``, fp16 for ``strong``).
+
+    Returns the build facts recorded in the manifest. Raises :class:`TensorRTUnavailableError` when TensorRT or a
+    GPU is missing, ``RuntimeError`` with the parser's messages when the build fails.
+    """
+    if max_batch < 1:
+        raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+    available, reason = tensorrt_status()
+    if not available:
+        raise TensorRTUnavailableError(reason)
+    import tensorrt as trt
+
+    mode = resolve_mode(trt, mode)
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    flags = 0
+    if mode == "strong":
+        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse(Path(onnx_path).read_bytes()):
+        errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
+        raise RuntimeError(f"TensorRT could not parse {onnx_path}: " + "; ".join(errors))
+    obs = network.get_input(0)
+    if obs.name != INPUT_NAME:
+        raise RuntimeError(f"{onnx_path}: first input is {obs.name!r}, expected {INPUT_NAME!r}")
+    flat_dim = int(obs.shape[1])
+
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
+    if mode == "flag":
+        config.set_flag(trt.BuilderFlag.FP16)
+    profile = builder.create_optimization_profile()
+    profile.set_shape(INPUT_NAME, (1, flat_dim), (1, flat_dim), (max_batch, flat_dim))
+    config.add_optimization_profile(profile)
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        raise RuntimeError(f"TensorRT failed to build an engine from {onnx_path} (see the log above)")
+    Path(engine_path).write_bytes(bytes(serialized))
+    return {
+        "status": "built",
+        "tensorrt_version": trt.__version__,
+        "device": _device_name(),
+        "mode": mode,
+        "source": Path(onnx_path).name,
+        "profile_batch": [1, 1, max_batch],
+    }
+
+
+def _device_name() -> str:
+    try:
+        from deploy.runtime.backends import _cuda_check, _import_cudart
+
+        cudart = _import_cudart()
+        props = _cuda_check(cudart.cudaGetDeviceProperties(0))
+        name = props.name
+        return name.decode(errors="replace").rstrip("\x00") if isinstance(name, bytes) else str(name)
+    except Exception as exc:  # informative only: the engine is valid whatever we can read here
+        return f"unknown ({exc})"
+
+
+def build_into_package(package_dir: str | Path, max_batch: int = DEFAULT_MAX_BATCH, mode: str = "auto") -> Path:
+    """Verify the package, build ``policy.engine`` into it and re-seal the manifest with the engine's hash."""
+    package = load_package(package_dir)
+    available, reason = tensorrt_status()
+    if not available:
+        raise TensorRTUnavailableError(reason)
+    import tensorrt as trt
+
+    resolved = resolve_mode(trt, mode)
+    source = package.model_path("fp16" if resolved == "strong" else "fp32")
+    engine_path = package.folder / VARIANT_FILES["engine"]
+    facts = build_engine(source, engine_path, max_batch=max_batch, mode=mode)
+    manifest = dict(package.manifest)
+    manifest["files"] = {**manifest["files"], engine_path.name: sha256_file(engine_path)}
+    manifest["variants"] = {**manifest["variants"], "engine": engine_path.name}
+    manifest["engine"] = {**manifest.get("engine", {}), **facts}
+    write_manifest(package.folder, manifest)
+    return engine_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("package", type=Path, help="policy package folder")
+    parser.add_argument("--max-batch", type=int, default=DEFAULT_MAX_BATCH, help="largest batch of the profile")
+    parser.add_argument("--mode", choices=MODES, default="auto", help="fp16 flag (10.x) or strongly typed (11.x)")
+    args = parser.parse_args(argv)
+    try:
+        path = build_into_package(args.package, args.max_batch, args.mode)
+    except TensorRTUnavailableError as exc:
+        print(f"TensorRT engine not built: {exc}. Build it on the target device.", file=sys.stderr)
+        return 2
+    print(f"engine written to {path} and recorded in the manifest")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""Load and verify a policy package folder (stdlib + numpy + the contract: this runs on the robot).
+
+A package is a folder written by ``deploy.export``::
+
+    manifest.json        format version, contract, delay, provenance, versions, sha256 of every other file
+    policy.onnx          fp32 (normaliser and output clipping inside the graph)
+    policy_fp16.onnx     fp16 weights and math, fp32 input/output
+    policy_int8.onnx     static QDQ int8
+    policy.engine        TensorRT fp16 engine, built on the target (``python -m deploy.export.tensorrt_build``)
+    ewc.npz              optional: EWC anchor weights + diagonal Fisher (plain arrays, loaded without pickle)
+    report.md / .json    parity, closed-loop success and latency of every variant
+
+Integrity: ``manifest.json`` lists the sha256 of every other file, and carries a digest of its own bytes
+(``manifest_sha256``, computed with that field's value set to 64 zeros), so a changed byte in *any* file of
+the package is refused with an error that names the file. This catches corruption and partial copies; it is not
+a signature (anyone who can write the folder can re-seal it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deploy.contract import ObservationContract
+
+PACKAGE_FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+DIGEST_FIELD = "manifest_sha256"
+_ZERO_DIGEST = "0" * 64
+_DIGEST_RE = re.compile(rb'"manifest_sha256": "([^"]*)"')
+_HASH_CHUNK_BYTES = 1 << 20
+
+#: Default file name of every model variant; the manifest's ``variants`` maps variant -> file.
+VARIANT_FILES: dict[str, str] = {
+    "fp32": "policy.onnx",
+    "fp16": "policy_fp16.onnx",
+    "int8": "policy_int8.onnx",
+    "engine": "policy.engine",
+}
+ONNX_VARIANTS = ("fp32", "fp16", "int8")
+EWC_FILE = "ewc.npz"
+
+
+class PackageError(ValueError):
+    """A policy package that must not be used; ``path`` names the offending file."""
+
+    def __init__(self, path: str | Path, message: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{self.path}: {message}")
+
+
+# Hashing and sealing (shared with the exporter and the engine builder) -----------------------------------------
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def seal_manifest(manifest: dict[str, Any]) -> bytes:
+    """Serialise ``manifest`` (JSON, indented) with its own digest as the last field."""
+    body = {k: v for k, v in manifest.items() if k != DIGEST_FIELD}
+    body[DIGEST_FIELD] = _ZERO_DIGEST
+    raw = (json.dumps(body, indent=2, allow_nan=False) + "\n").encode("utf-8")
+    digest = sha256_bytes(raw)
+    return raw.replace(f'"{DIGEST_FIELD}": "{_ZERO_DIGEST}"'.encode(), f'"{DIGEST_FIELD}": "{digest}"'.encode())
+
+
+def write_manifest(folder: str | Path, manifest: dict[str, Any]) -> Path:
+    """Seal and write ``manifest.json`` atomically (temp file + rename), returning its path."""
+    path = Path(folder) / MANIFEST_NAME
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_bytes(seal_manifest(manifest))
+    os.replace(tmp, path)
+    return path
+
+
+def _check_manifest_digest(path: Path, raw: bytes) -> None:
+    matches = _DIGEST_RE.findall(raw)
+    if len(matches) != 1 or not re.fullmatch(rb"[0-9a-f]{64}", matches[0]):
+        raise PackageError(path, f"no valid {DIGEST_FIELD} field: the manifest was modified or is not sealed")
+    stored = matches[0].decode()
+    zeroed = raw.replace(matches[0], _ZERO_DIGEST.encode())
+    actual = sha256_bytes(zeroed)
+    if actual != stored:
+        raise PackageError(
+            path,
+            f"manifest digest mismatch (stored {stored[:12]}..., computed {actual[:12]}...): it was modified "
+            "after export; re-copy the package from its source",
+        )
+
+
+def _check_file_name(folder: Path, name: Any) -> Path:
+    if not isinstance(name, str) or not name or name != Path(name).name or name in (".", ".."):
+        raise PackageError(folder / MANIFEST_NAME, f"file entry {name!r} must be a plain file name inside the package")
+    return folder / name
+
+
+# The loaded package -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PolicyPackage:
+    """A verified policy package. Build with :func:`load_package`.
+
+    :param folder: the package folder.
+    :param manifest: the parsed manifest (a dict; treat as read-only).
+    :param contract: the observation/action contract the policy was exported with.
+    """
+
+    folder: Path
+    manifest: dict[str, Any]
+    contract: ObservationContract
+
+    @property
+    def variants(self) -> list[str]:
+        """The model variants present in this package (``"engine"`` only once built on the target)."""
+        return [v for v in VARIANT_FILES if v in self.manifest.get("variants", {})]
+
+    @property
+    def action_delay_steps(self) -> tuple[int, int]:
+        """(low, high) actuation delay the policy was trained for, in control steps."""
+        delay = self.manifest["action_delay_steps"]
+        return int(delay["low"]), int(delay["high"])
+
+    def model_path(self, variant: str) -> Path:
+        """Path of a model variant: ``"fp32"``, ``"fp16"``, ``"int8"`` or ``"engine"``."""
+        if variant not in VARIANT_FILES:
+            raise ValueError(f"unknown variant {variant!r}; choose one of {list(VARIANT_FILES)}")
+        files = self.manifest.get("variants", {})
+        if variant not in files:
+            if variant == "engine":
+                command = self.manifest.get("engine", {}).get("build_command", "python -m deploy.export.tensorrt_build")
+                raise PackageError(
+                    self.folder / VARIANT_FILES["engine"],
+                    f"this package has no TensorRT engine yet; build it on the target device with: {command}",
+                )
+            raise PackageError(self.folder, f"variant {variant!r} is not in this package; it has {self.variants}")
+        return self.folder / files[variant]
+
+    def read_verified(self, name: str) -> bytes:
+        """Read one package file and check its bytes against the manifest again (no gap between check and use)."""
+        path = _check_file_name(self.folder, name)
+        expected = self.manifest["files"].get(name)
+        if expected is None:
+            raise PackageError(path, "is not listed in the manifest; only listed files are loaded")
+        data = path.read_bytes()
+        if sha256_bytes(data) != expected:
+            raise PackageError(path, "sha256 changed since the package was loaded; re-copy the package")
+        return data
+
+    def make_backend(self, backend: str = "ort-cpu", variant: str | None = None, **options: Any):
+        """An inference backend over one variant (default: ``"engine"`` for ``"tensorrt"``, else ``"fp32"``).
+
+        The model bytes are re-verified against the manifest right before they are handed to the backend.
+        ``options`` go to :func:`deploy.runtime.backends.make_backend`.
+        """
+        from deploy.runtime.backends import make_backend
+
+        if variant is None:
+            variant = "engine" if backend == "tensorrt" else "fp32"
+        if (backend == "tensorrt") != (variant == "engine"):
+            raise ValueError(
+                f"backend {backend!r} cannot run variant {variant!r}: the native 'tensorrt' backend runs the "
+                f"'engine' variant, the onnxruntime backends run {list(ONNX_VARIANTS)}"
+            )
+        path = self.model_path(variant)
+        return make_backend(backend, self.read_verified(path.name), **options)
+
+    def load_ewc_anchor(self) -> dict[str, Any] | None:
+        """The EWC anchor (``{"params": {name: array}, "fisher": {name: array}}``) or None when not packaged."""
+        if EWC_FILE not in self.manifest["files"]:
+            return None
+        import io
+
+        import numpy as np
+
+        with np.load(io.BytesIO(self.read_verified(EWC_FILE)), allow_pickle=False) as data:
+            params = {k[len("param/") :]: data[k] for k in data.files if k.startswith("param/")}
+            fisher = {k[len("fisher/") :]: data[k] for k in data.files if k.startswith("fisher/")}
+        return {"params": params, "fisher": fisher}
+
+
+def load_package(folder: str | Path) -> PolicyPackage:
+    """Load a policy package, verifying the format version and the sha256 of every file.
+
+    Raises :class:`PackageError` (naming the file) on a missing, modified or unexpected file, or on a
+    manifest whose format version this runtime does not read.
+    """
+    folder = Path(folder)
+    manifest_path = folder / MANIFEST_NAME
+    if not folder.is_dir():
+        raise PackageError(folder, "is not a policy package folder (it does not exist or is not a directory)")
+    if not manifest_path.is_file():
+        raise PackageError(manifest_path, "is missing: this folder is not a policy package")
+    raw = manifest_path.read_bytes()
+    _check_manifest_digest(manifest_path, raw)
+    try:
+        manifest = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PackageError(manifest_path, f"is not valid JSON ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise PackageError(manifest_path, "must hold a JSON object")
+
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise PackageError(manifest_path, f"format_version must be an integer, got {version!r}")
+    if version > PACKAGE_FORMAT_VERSION:
+        raise PackageError(
+            manifest_path,
+            f"package format version {version} is newer than this runtime reads ({PACKAGE_FORMAT_VERSION}); "
+            "update robot-grpo on the robot or export the package with the version the robot runs",
+        )
+    if version != PACKAGE_FORMAT_VERSION:
+        raise PackageError(
+            manifest_path,
+            f"package format version {version} is not supported (this runtime reads {PACKAGE_FORMAT_VERSION}); "
+            "re-export the policy",
+        )
+
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not files:
+        raise PackageError(manifest_path, "has no 'files' table of sha256 digests")
+    for name, expected in files.items():
+        path = _check_file_name(folder, name)
+        if not path.is_file():
+            raise PackageError(path, "is listed in the manifest but missing from the package")
+        actual = sha256_file(path)
+        if actual != expected:
+            raise PackageError(
+                path,
+                f"sha256 mismatch (manifest {str(expected)[:12]}..., file {actual[:12]}...): the file was "
+                "modified or corrupted after export; re-copy the package",
+            )
+    for variant, name in manifest.get("variants", {}).items():
+        if variant not in VARIANT_FILES:
+            raise PackageError(manifest_path, f"unknown variant {variant!r}; this runtime knows {list(VARIANT_FILES)}")
+        if name not in files:
+            raise PackageError(folder / str(name), f"variant {variant!r} points at a file the manifest does not hash")
+    for key in ("contract", "action_delay_steps"):
+        if key not in manifest:
+            raise PackageError(manifest_path, f"has no {key!r} section")
+    try:
+        contract = ObservationContract.from_dict(manifest["contract"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PackageError(manifest_path, f"invalid contract section: {exc}") from exc
+    return PolicyPackage(folder=folder, manifest=manifest, contract=contract)
