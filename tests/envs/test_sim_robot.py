@@ -186,7 +186,7 @@ def test_realtime_holds_when_commands_stop():
         # a command is applied at the next step, exactly once
         seq = client.send(CommandMsg, np.array([0.2, 0.0, 0.0, 0.0]))
         applied = client.wait(StateMsg, lambda m: seq in m.pending)
-        later = client.wait(StateMsg)
+        later = client.wait(StateMsg, lambda m: m.seq > applied.seq)
         assert later.pending == (seq, 0) and applied.pending == (0, seq)
         client.link.close()
 
