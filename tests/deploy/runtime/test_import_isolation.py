@@ -52,7 +52,7 @@ def robot_side_modules() -> list[str]:
         dotted = package.replace("/", ".")
         if (folder / "__init__.py").exists():
             modules.append(dotted)
-        modules += [f"{dotted}.{p.stem}" for p in sorted(folder.glob("*.py")) if p.stem not in ("__init__", "__main__")]
+        modules += [f"{dotted}.{p.stem}" for p in sorted(folder.glob("*.py")) if p.stem != "__init__"]
     return modules
 
 

@@ -1,0 +1,224 @@
+"""Calibration over the wire against the simulated robot (lock-step), and the probe's abort paths."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from calibration.probe import ProbeAbortError, ProbeConfig, calibrate
+from calibration.schema import load_calibration, save_calibration
+from deploy.contract import fetch_reach_contract
+from deploy.runtime.safety import SafetyLimits
+from deploy.wire import CommandMsg, Link, StateFlags, StateMsg
+
+sim_robot = pytest.importorskip("envs.sim_robot")
+
+FULL_BOX = ((1.05, 0.40, 0.40), (1.65, 1.10, 0.95))  # launch/calibrate.yaml's safe box
+SMALL_BOX = ((1.26, 0.67, 0.45), (1.42, 0.83, 0.61))  # +-8 cm around home: the arm reaches far beyond it
+NOISE_TOLERANCE = 0.25
+
+
+class RecordingLink:
+    """A Link wrapper that records what the probe sends and can act after the n-th command."""
+
+    def __init__(self, link: Link, after: int | None = None, action=None) -> None:
+        self.link, self.after, self.action = link, after, action
+        self.sent: list = []
+
+    def send(self, msg):
+        self.sent.append(msg)
+        commands = sum(isinstance(m, CommandMsg) for m in self.sent)
+        if self.action is not None and commands == self.after:
+            self.action()
+        return self.link.send(msg)
+
+    def poll(self, timeout_s=None):
+        return self.link.poll(timeout_s)
+
+
+def run_probe(delay: int, noise_m: float, box=FULL_BOX, seed: int = 0, **config):
+    robot = sim_robot.SimRobot(mode="lockstep", delay=delay, obs_noise_std_m=noise_m, seed=seed).start()
+    try:
+        with Link(robot.port_name) as link:
+            recorder = RecordingLink(link)
+            cfg = ProbeConfig(safe_box_low=box[0], safe_box_high=box[1], robot_id="sim_test", seed=seed, **config)
+            calibration, report = calibrate(recorder, cfg)  # type: ignore[arg-type]
+    finally:
+        robot.stop()
+    return calibration, report, np.array(robot.trace), recorder
+
+
+def inside(points: np.ndarray, box) -> bool:
+    return bool(np.all(points >= np.asarray(box[0])) and np.all(points <= np.asarray(box[1])))
+
+
+@pytest.mark.parametrize(("delay", "noise_m"), [(0, 0.001), (1, 0.002), (2, 0.003), (3, 0.005), (2, 0.005)])
+def test_delay_exact_and_noise_within_25_percent(delay, noise_m):
+    calibration, report, trace, _ = run_probe(delay, noise_m, seed=delay)
+    assert report.delay_lags == [delay] * 5  # every repeat, not just the majority
+    assert calibration.delay_steps == delay
+    assert calibration.delay_spread_steps == 0.0
+    assert calibration.delay_ms == pytest.approx(delay * 40.0)
+    np.testing.assert_allclose(calibration.observation_noise_std_m, noise_m, rtol=NOISE_TOLERANCE)
+    assert inside(trace, FULL_BOX)
+
+
+def test_a_box_smaller_than_the_reach_is_never_left():
+    calibration, report, trace, recorder = run_probe(2, 0.002, box=SMALL_BOX, seed=5)
+    assert inside(trace, SMALL_BOX)  # the true gripper, every physics step
+    assert trace.shape[0] > 500
+    # every face was reached through the barrier, not by a stop, and the workspace is the (inner) safe box
+    assert set(report.limited_by.values()) == {"safe_box"}
+    assert inside(np.array([calibration.workspace_low, calibration.workspace_high]), SMALL_BOX)
+    # the probe went close to every face of the small box (it did probe the reach)
+    reach = np.array([report.reach_low, report.reach_high])
+    assert np.all(np.abs(reach - np.array(SMALL_BOX)) < 0.03)
+    assert all(np.all(np.isfinite(m.action)) for m in recorder.sent if isinstance(m, CommandMsg))
+
+
+def test_calibration_file_feeds_the_env_and_the_safety_filter(tmp_path):
+    from envs.delayed_fetch_reach import DelayedFetchReachEnv
+
+    calibration, _, _, _ = run_probe(3, 0.004, box=SMALL_BOX, seed=3)
+    path = save_calibration(calibration, tmp_path / "sim_test.yaml")
+    loaded = load_calibration(path)
+    assert loaded.delay_steps == 3
+    assert loaded.measurements["delay_runs_steps"] == [3] * 5
+    env = DelayedFetchReachEnv(calibration=str(path))
+    try:
+        env.reset(seed=0)
+        assert env.delay == 3
+        np.testing.assert_array_equal(env.obs_noise_std_m, loaded.observation_noise_std_m)
+    finally:
+        env.close()
+    limits = SafetyLimits.from_calibration(loaded, fetch_reach_contract(3))
+    assert limits.workspace_low == loaded.workspace_low
+    assert limits.workspace_high == loaded.workspace_high
+
+
+def _abort_with(fault, after: int, **config):
+    robot = sim_robot.SimRobot(mode="lockstep", delay=2, obs_noise_std_m=0.001, seed=0).start()
+    try:
+        with Link(robot.port_name) as link:
+            recorder = RecordingLink(link, after=after, action=lambda: fault(robot))
+            cfg = ProbeConfig(safe_box_low=FULL_BOX[0], safe_box_high=FULL_BOX[1], **config)
+            with pytest.raises(ProbeAbortError) as info:
+                calibrate(recorder, cfg)  # type: ignore[arg-type]
+    finally:
+        robot.stop()
+    last = recorder.sent[-1]
+    assert isinstance(last, CommandMsg) and not np.any(last.action)  # the robot is left holding
+    return info.value, robot
+
+
+def test_abort_on_estop_from_the_robot():
+    error, robot = _abort_with(lambda r: r.trigger_estop(), after=400)
+    assert error.reason == "estop"
+    assert robot.estop_active
+
+
+def test_abort_on_a_dead_link():
+    error, _ = _abort_with(lambda r: setattr(r.faults, "link_cut", True), after=50, state_timeout_s=0.3)
+    assert error.reason == "dead_link"
+
+
+def test_abort_on_a_nan_state():
+    error, _ = _abort_with(lambda r: setattr(r.faults, "nan_state", True), after=20)
+    assert error.reason == "bad_state"
+
+
+class ScriptedLink:
+    """A fake robot: answers HOME and every command with the next scripted gripper position."""
+
+    def __init__(self, positions, flags=0) -> None:
+        self.positions = list(positions)
+        self.flags = flags
+        self.sent: list = []
+        self._seq = 0
+        self._due = 0
+
+    def send(self, msg):
+        self.sent.append(msg)
+        self._due += 1
+
+    def poll(self, timeout_s=None):
+        if not self._due or not self.positions:
+            return []
+        self._due -= 1
+        self._seq += 1
+        state = np.zeros(10)
+        state[:3] = self.positions.pop(0)
+        flags = StateFlags.HOMED | self.flags if self._seq == 1 else self.flags
+        return [StateMsg(self._seq, 0.0, state, int(flags), ())]
+
+
+def test_abort_on_unexpected_motion_while_holding():
+    home = np.array([1.34, 0.75, 0.53])
+    # 4 mm per step while only hold commands are sent; after 10 settle + 21 rest steps z is 0.65 m, still
+    # well inside the safe box: the rest-speed check (3 mm per step) must be what stops it
+    drifting = [home + np.array([0.0, 0.0, 0.004 * i]) for i in range(400)]
+    link = ScriptedLink(drifting)
+    cfg = ProbeConfig(safe_box_low=FULL_BOX[0], safe_box_high=FULL_BOX[1])
+    with pytest.raises(ProbeAbortError) as info:
+        calibrate(link, cfg)  # type: ignore[arg-type]
+    assert info.value.reason == "unexpected_motion"
+    assert "while holding" in str(info.value)
+    assert isinstance(link.sent[-1], CommandMsg) and not np.any(link.sent[-1].action)
+
+
+def test_abort_when_home_is_outside_the_safe_box():
+    link = ScriptedLink([np.array([1.0, 0.75, 0.53])])
+    cfg = ProbeConfig(safe_box_low=FULL_BOX[0], safe_box_high=FULL_BOX[1])
+    with pytest.raises(ProbeAbortError, match="outside the safe box"):
+        calibrate(link, cfg)  # type: ignore[arg-type]
+    assert not any(isinstance(m, CommandMsg) and np.any(m.action) for m in link.sent)
+
+
+def test_abort_on_an_estop_flag():
+    link = ScriptedLink([np.array([1.34, 0.75, 0.53])] * 3, flags=StateFlags.ESTOP_ACTIVE)
+    cfg = ProbeConfig(safe_box_low=FULL_BOX[0], safe_box_high=FULL_BOX[1])
+    with pytest.raises(ProbeAbortError) as info:
+        calibrate(link, cfg)  # type: ignore[arg-type]
+    assert info.value.reason == "estop"
+
+
+def test_probe_config_is_checked():
+    with pytest.raises(ValueError, match="margin"):
+        ProbeConfig(safe_box_low=(0, 0, 0), safe_box_high=(0.01, 1, 1))
+    with pytest.raises(ValueError, match="settle_steps"):
+        ProbeConfig(safe_box_low=(0, 0, 0), safe_box_high=(1, 1, 1), settle_steps=3)
+
+
+def test_abort_on_a_jump_no_command_explains():
+    home = np.array([1.34, 0.75, 0.53])
+    # still through HOME, settle and rest (1 + 10 + 300 states), then a 15 cm jump during the delay probe,
+    # more than two full-size commands (2 x 5 cm) plus the noise allowance could move it
+    positions = [home] * 330 + [home + np.array([0.15, 0.0, 0.0])] * 10
+    link = ScriptedLink(positions)
+    cfg = ProbeConfig(safe_box_low=FULL_BOX[0], safe_box_high=FULL_BOX[1])
+    with pytest.raises(ProbeAbortError, match="jumped 0.150 m") as info:
+        calibrate(link, cfg)  # type: ignore[arg-type]
+    assert info.value.reason == "unexpected_motion"
+
+
+def test_command_line_writes_the_file_over_a_pty(tmp_path):
+    from calibration.__main__ import main
+
+    robot = sim_robot.SimRobot(mode="lockstep", delay=1, obs_noise_std_m=0.002, seed=4).start()
+    out = tmp_path / "cli_robot.yaml"
+    try:
+        args = ["--port", robot.port_name, "--robot-id", "cli_robot", "--repeats", "2", "--out", str(out)]
+        args += ["--safe-box-low", *map(str, SMALL_BOX[0]), "--safe-box-high", *map(str, SMALL_BOX[1])]
+        assert main(args) == 0
+    finally:
+        robot.stop()
+    loaded = load_calibration(out)
+    assert (loaded.robot_id, loaded.delay_steps) == ("cli_robot", 1)
+
+
+def test_command_line_reports_a_missing_port(capsys):
+    from calibration.__main__ import EXIT_FAILED, main
+
+    args = ["--port", "/dev/does-not-exist", "--robot-id", "x", "--safe-box-low", "0", "0", "0"]
+    assert main([*args, "--safe-box-high", "1", "1", "1"]) == EXIT_FAILED
+    assert "cannot open" in capsys.readouterr().err
