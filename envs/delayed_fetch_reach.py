@@ -26,7 +26,8 @@ MAX_GOAL_RANGE_M = 0.3  # goals further than this from the start leave the arm's
 GRIP_SITE = "robot0:grip"
 ROBOT_JOINT_PREFIX = "robot"
 FINGER_JOINTS = ("robot0:l_gripper_finger_joint", "robot0:r_gripper_finger_joint")
-_SCALAR_JOINTS = (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)
+# ints: from mujoco 3.12 on, ``mjtJoint.X == np.int32(...)`` is False, so an enum tuple never contains jnt_type
+_SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
 
 class DelayedFetchReachEnv(DelayedGoalEnv):
@@ -104,7 +105,7 @@ class DelayedFetchReachEnv(DelayedGoalEnv):
         robot_joints = [n for n in self._fetch._model_names.joint_names if n.startswith(ROBOT_JOINT_PREFIX)]
         obs_joints = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot_joints[-2:]]
         finger_joints = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in FINGER_JOINTS]
-        if any(model.jnt_type[j] not in _SCALAR_JOINTS for j in (*obs_joints, *finger_joints)):
+        if any(int(model.jnt_type[j]) not in _SCALAR_JOINTS for j in (*obs_joints, *finger_joints)):
             raise RuntimeError(
                 "FetchReach's gripper joints are not hinge/slide joints; update envs/delayed_fetch_reach"
             )
