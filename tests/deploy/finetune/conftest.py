@@ -31,7 +31,7 @@ class PController(nn.Module):
 def small_export_config() -> ExportConfig:
     return ExportConfig(
         n_parity_obs=256,
-        n_calibration_obs=256,
+        n_calibration_obs=384,
         n_episodes=4,
         latency_calls=8,
         build_engine=False,
@@ -60,3 +60,14 @@ def packages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "good2": make_package(root / "good2", gain=0.45),
         "broken": make_package(root / "broken", gain=0.0, bias=1.0),
     }
+
+
+@pytest.fixture(scope="session")
+def package_factory():
+    """make_package(folder, gain, bias) for tests that need their own controller."""
+    return make_package
+
+
+@pytest.fixture(scope="session")
+def point_kwargs() -> dict:
+    return dict(POINT_KWARGS)

@@ -1,0 +1,66 @@
+"""Tick log -> logged episodes: cut by episode id, interventions counted, stopped / foreign episodes skipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deploy.contract import point_reach_contract
+from deploy.finetune.dataset import load_log_dataset
+from deploy.runtime.ticklog import NO_EPISODE, TickLogWriter, TickRecord
+
+CONTRACT = point_reach_contract(1)  # flat obs: 6 state + 3 history + 3 achieved + 3 desired = 15
+
+
+def record(tick: int, episode: int, flat_dim: int = CONTRACT.flat_dim, reasons=(), stop=False) -> TickRecord:
+    obs = np.full(flat_dim, float(tick), dtype=np.float32)
+    obs[-3:] = 0.1 * max(episode, 0)  # desired goal: constant within an episode
+    return TickRecord(
+        t_s=0.04 * tick,
+        tick=tick,
+        state=np.zeros(6),
+        obs_flat=obs,
+        goal=obs[-3:].astype(np.float64),
+        proposed=np.full(3, 0.01 * tick),
+        sent=np.full(3, 0.01 * tick),
+        reasons=tuple(reasons),
+        latency_s=1e-4,
+        jitter_s=0.0,
+        episode_id=episode,
+        stop=stop,
+    )
+
+
+def test_log_is_cut_into_episodes_with_interventions(tmp_path: Path) -> None:
+    path = tmp_path / "ticks.tlog"
+    ticks = [record(0, NO_EPISODE)]  # connect / hold
+    ticks += [record(1 + t, 1, reasons=("clip",) if t in (2, 3) else ()) for t in range(5)]
+    ticks += [record(6 + t, 2) for t in range(4)]
+    ticks += [record(10 + t, 3, stop=t == 2) for t in range(3)]  # ended in a safe stop
+    ticks += [record(13 + t, 4, flat_dim=CONTRACT.flat_dim + 1) for t in range(3)]  # another policy's log
+    with TickLogWriter(path, fsync_interval_s=None) as writer:
+        for r in ticks:
+            writer.append(r)
+    data = load_log_dataset(path, CONTRACT)
+    assert [ep.episode_id for ep in data.episodes] == [1, 2]
+    first = data.episodes[0]
+    assert first.n_steps == 4  # 5 ticks -> 4 transitions
+    assert first.interventions == 2
+    np.testing.assert_allclose(first.actions[:, 0], [0.01, 0.02, 0.03, 0.04], rtol=1e-6)  # the proposed actions
+    np.testing.assert_allclose(first.achieved_next[:, 0], [2, 3, 4, 5])  # the achieved goal one tick later
+    assert (data.skipped_stopped, data.skipped_wrong_shape, data.n_records) == (1, 1, len(ticks))
+    assert data.interventions_per_episode == 1.0
+    assert [ep.episode_id for ep in load_log_dataset(path, CONTRACT, keep_stopped=True).episodes] == [1, 2, 3]
+
+
+def test_missing_or_foreign_log_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_log_dataset(tmp_path / "none.tlog", CONTRACT)
+    path = tmp_path / "other.tlog"
+    with TickLogWriter(path, fsync_interval_s=None) as writer:
+        for t in range(3):
+            writer.append(record(t, 1, flat_dim=7))
+    with pytest.raises(ValueError, match="different policy"):
+        load_log_dataset(path, CONTRACT)
