@@ -1,0 +1,177 @@
+"""Policy package loading: hashes, self-sealed manifest, format version, variants, EWC anchor (no torch here)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from deploy.contract import point_reach_contract
+from deploy.runtime.package import (
+    PACKAGE_FORMAT_VERSION,
+    PackageError,
+    load_package,
+    sha256_file,
+    write_manifest,
+)
+
+CONTRACT = point_reach_contract(2)
+# A linear policy: action = clip(obs @ W + b, -1, 1), W [D, A]; values spelled out so the test can compute it.
+WEIGHT = np.linspace(-0.5, 0.5, CONTRACT.flat_dim * CONTRACT.action_dim, dtype=np.float32).reshape(
+    CONTRACT.flat_dim, CONTRACT.action_dim
+)
+BIAS = np.array([0.1, -0.2, 0.3], dtype=np.float32)
+
+
+def linear_onnx() -> bytes:
+    """float32 obs [batch, D] -> float32 action [batch, A] = Clip(Gemm(obs, W, b), -1, 1)."""
+    nodes = [
+        helper.make_node("Gemm", ["obs", "W", "b"], ["pre"]),
+        helper.make_node("Clip", ["pre", "lo", "hi"], ["action"]),
+    ]
+    inits = [
+        numpy_helper.from_array(WEIGHT, "W"),
+        numpy_helper.from_array(BIAS, "b"),
+        numpy_helper.from_array(np.array(-1.0, np.float32), "lo"),
+        numpy_helper.from_array(np.array(1.0, np.float32), "hi"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "linear",
+        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", CONTRACT.flat_dim])],
+        [helper.make_tensor_value_info("action", TensorProto.FLOAT, ["batch", CONTRACT.action_dim])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    onnx.checker.check_model(model, full_check=True)
+    return model.SerializeToString()
+
+
+def make_package(folder: Path, ewc: bool = False, **manifest_overrides: object) -> Path:
+    folder.mkdir(parents=True)
+    model = linear_onnx()
+    for name in ("policy.onnx", "policy_fp16.onnx", "policy_int8.onnx"):
+        (folder / name).write_bytes(model)  # the loader checks hashes, not precision
+    (folder / "report.md").write_text("# report\n")
+    if ewc:
+        np.savez(folder / "ewc.npz", **{"param/w": np.ones(3, np.float32), "fisher/w": np.full(3, 0.5, np.float32)})
+    manifest = {
+        "format_version": PACKAGE_FORMAT_VERSION,
+        "contract": CONTRACT.to_dict(),
+        "action_delay_steps": {"low": 2, "high": 2},
+        "variants": {"fp32": "policy.onnx", "fp16": "policy_fp16.onnx", "int8": "policy_int8.onnx"},
+        "engine": {"status": "not built", "build_command": "python -m deploy.export.tensorrt_build PKG"},
+        "files": {p.name: sha256_file(p) for p in sorted(folder.iterdir())},
+        **manifest_overrides,
+    }
+    write_manifest(folder, manifest)
+    return folder
+
+
+def flip_byte(path: Path, index: int | None = None) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 if index is None else index] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_a_valid_package_loads_with_its_contract_and_variants(tmp_path: Path) -> None:
+    package = load_package(make_package(tmp_path / "pkg"))
+    assert package.contract == CONTRACT
+    assert package.variants == ["fp32", "fp16", "int8"]
+    assert package.action_delay_steps == (2, 2)
+    assert package.model_path("int8") == tmp_path / "pkg" / "policy_int8.onnx"
+    assert package.load_ewc_anchor() is None
+
+
+def test_backend_from_the_package_computes_the_linear_policy(tmp_path: Path) -> None:
+    package = load_package(make_package(tmp_path / "pkg"))
+    backend = package.make_backend("ort-cpu", "fp32")
+    obs = np.random.default_rng(0).normal(size=(5, CONTRACT.flat_dim)).astype(np.float32)
+    np.testing.assert_allclose(backend(obs), np.clip(obs @ WEIGHT + BIAS, -1, 1), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "policy.onnx", "policy_fp16.onnx", "policy_int8.onnx", "report.md"])
+def test_a_flipped_byte_in_any_file_is_refused_and_the_error_names_it(tmp_path: Path, name: str) -> None:
+    folder = make_package(tmp_path / "pkg")
+    flip_byte(folder / name)
+    with pytest.raises(PackageError) as err:
+        load_package(folder)
+    assert name in str(err.value)
+
+
+def test_every_single_byte_of_the_manifest_is_protected(tmp_path: Path) -> None:
+    folder = make_package(tmp_path / "pkg")
+    raw = (folder / "manifest.json").read_bytes()
+    for index in range(0, len(raw), 7):  # every 7th byte: whitespace, keys, values and the digest itself
+        (folder / "manifest.json").write_bytes(raw)
+        flip_byte(folder / "manifest.json", index)
+        with pytest.raises(PackageError, match="manifest.json"):
+            load_package(folder)
+
+
+def test_a_missing_or_unlisted_file_is_refused(tmp_path: Path) -> None:
+    folder = make_package(tmp_path / "pkg")
+    (folder / "policy_int8.onnx").unlink()
+    with pytest.raises(PackageError, match="policy_int8.onnx.*missing"):
+        load_package(folder)
+    package = load_package(make_package(tmp_path / "pkg2"))
+    with pytest.raises(PackageError, match="not listed"):
+        package.read_verified("extra.bin")
+
+
+def test_a_file_changed_after_loading_is_refused_when_the_backend_is_made(tmp_path: Path) -> None:
+    folder = make_package(tmp_path / "pkg")
+    package = load_package(folder)
+    flip_byte(folder / "policy.onnx")
+    with pytest.raises(PackageError, match="policy.onnx"):
+        package.make_backend("ort-cpu", "fp32")
+
+
+def test_a_future_format_version_is_refused(tmp_path: Path) -> None:
+    folder = make_package(tmp_path / "pkg", format_version=PACKAGE_FORMAT_VERSION + 1)
+    with pytest.raises(PackageError, match="newer than this runtime reads"):
+        load_package(folder)
+
+
+def test_a_path_escaping_the_package_is_refused(tmp_path: Path) -> None:
+    folder = make_package(tmp_path / "pkg")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"]["../outside.onnx"] = manifest["files"]["policy.onnx"]
+    write_manifest(folder, manifest)
+    with pytest.raises(PackageError, match="plain file name"):
+        load_package(folder)
+
+
+def test_engine_variant_without_an_engine_says_how_to_build_it(tmp_path: Path) -> None:
+    package = load_package(make_package(tmp_path / "pkg"))
+    with pytest.raises(PackageError, match="python -m deploy.export.tensorrt_build PKG"):
+        package.model_path("engine")
+    with pytest.raises(ValueError, match="native 'tensorrt' backend runs the 'engine' variant"):
+        package.make_backend("ort-cpu", "engine")
+    with pytest.raises(ValueError, match="unknown variant"):
+        package.model_path("bf16")
+
+
+def test_ewc_anchor_loads_without_pickle(tmp_path: Path) -> None:
+    package = load_package(make_package(tmp_path / "pkg", ewc=True))
+    anchor = package.load_ewc_anchor()
+    assert anchor is not None
+    np.testing.assert_array_equal(anchor["params"]["w"], np.ones(3))
+    np.testing.assert_array_equal(anchor["fisher"]["w"], np.full(3, 0.5))
+    # the stored arrays are plain .npy members, loadable with allow_pickle=False
+    with np.load(io.BytesIO((tmp_path / "pkg" / "ewc.npz").read_bytes()), allow_pickle=False) as data:
+        assert sorted(data.files) == ["fisher/w", "param/w"]
+
+
+def test_not_a_package(tmp_path: Path) -> None:
+    with pytest.raises(PackageError, match="not a policy package"):
+        load_package(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PackageError, match="manifest.json: is missing"):
+        load_package(tmp_path / "empty")
