@@ -222,3 +222,18 @@ def test_command_line_reports_a_missing_port(capsys):
     args = ["--port", "/dev/does-not-exist", "--robot-id", "x", "--safe-box-low", "0", "0", "0"]
     assert main([*args, "--safe-box-high", "1", "1", "1"]) == EXIT_FAILED
     assert "cannot open" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_real_time_robot_at_25_hz():
+    # the deadline-paced robot (one step per 40 ms, hold when no command came in time): ~40 s
+    robot = sim_robot.SimRobot(mode="realtime", delay=2, obs_noise_std_m=0.003, seed=7).start()
+    try:
+        with Link(robot.port_name) as link:
+            cfg = ProbeConfig(safe_box_low=SMALL_BOX[0], safe_box_high=SMALL_BOX[1], repeats=3, rest_steps=150, seed=7)
+            calibration, report = calibrate(link, cfg)
+    finally:
+        robot.stop()
+    assert report.delay_lags == [2, 2, 2]
+    np.testing.assert_allclose(calibration.observation_noise_std_m, 0.003, rtol=NOISE_TOLERANCE)
+    assert inside(np.array(robot.trace), SMALL_BOX)
