@@ -224,13 +224,19 @@ class GroupRolloutBuffer:
     def n_samples(self) -> int:
         return 0 if self._samples is None else len(self._samples.observations)
 
-    def get(self, batch_size: int | None = None) -> Generator[GroupRolloutSamples, None, None]:
-        """Shuffled minibatches of the training rows (the last one may be smaller); torch's global RNG."""
+    def get(
+        self, batch_size: int | None = None, generator: th.Generator | None = None
+    ) -> Generator[GroupRolloutSamples, None, None]:
+        """Shuffled minibatches of the training rows (the last one may be smaller).
+
+        :param batch_size: rows per minibatch (None: one batch).
+        :param generator: torch generator of the shuffle (None: torch's global RNG).
+        """
         if self._samples is None:
             raise ValueError("call compute() before get(): the training rows are built from a full rollout")
         n_rows = self.n_samples
         batch_size = n_rows if batch_size is None else batch_size
-        perm = th.randperm(n_rows, device=self.device)
+        perm = th.randperm(n_rows, generator=generator, device=self.device)
         for start in range(0, n_rows, batch_size):
             idx = perm[start : start + batch_size]
             yield GroupRolloutSamples(*(t[idx] for t in self._samples))

@@ -8,6 +8,7 @@ per-decision importance weights (Rauber et al. 2019, "Hindsight Policy Gradients
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from robot_grpo.advantages import ADVANTAGE_SCALES
 from robot_grpo.buffers import GroupRolloutBuffer, HindsightGroupBuffer
 from robot_grpo.group_reset import group_reset
+from robot_grpo.losses import clip_fraction, clipped_surrogate, k3_kl
 from robot_grpo.policies import GoalGaussianPolicy, flatten_obs_np
 from robot_grpo.schedules import make_schedule
 from robot_grpo.stability import LastGood, NonFiniteError, first_nonfinite, first_nonfinite_grad
@@ -211,20 +213,18 @@ class GRPO(BaseAlgorithm):
                 raise ValueError(f"extra loss term {term!r} needs a str `name` and `__call__(policy) -> tensor`")
 
     def _infer_n_steps(self) -> int:
-        """Episode length from the env: ``max_episode_steps`` on the env, else its spec's."""
+        """Episode length in control steps: the smaller of the env's ``max_episode_steps`` and its spec's limit."""
         assert self.env is not None
-        for getter in (lambda: self.env.get_attr("max_episode_steps", [0])[0], lambda: self._spec_steps()):
-            try:
-                steps = getter()
-            except AttributeError:
-                continue
-            if steps:
-                return int(steps)
-        raise ValueError("cannot read the episode length from the env; pass n_steps (control steps per episode)")
-
-    def _spec_steps(self) -> int | None:
-        spec = self.env.get_attr("spec", [0])[0]  # type: ignore[union-attr]
-        return None if spec is None else spec.max_episode_steps
+        limits = []
+        with contextlib.suppress(AttributeError):  # envs without their own limit rely on TimeLimit
+            limits.append(self.env.get_attr("max_episode_steps", [0])[0])
+        spec = self.env.get_attr("spec", [0])[0]
+        if spec is not None:
+            limits.append(spec.max_episode_steps)
+        limits = [int(v) for v in limits if v]
+        if not limits:
+            raise ValueError("cannot read the episode length from the env; pass n_steps (control steps per episode)")
+        return min(limits)
 
     def _setup_model(self) -> None:
         self._check_args()
@@ -232,7 +232,7 @@ class GRPO(BaseAlgorithm):
             th.set_num_threads(self.n_torch_threads)
         self._setup_lr_schedule()
         self.set_random_seed(self.seed)
-        self._rng = np.random.default_rng(self.seed)
+        self._seed_generators(self.seed)
         if self.n_steps is None:
             self.n_steps = self._infer_n_steps()
         if self.n_steps < 1:
@@ -272,11 +272,19 @@ class GRPO(BaseAlgorithm):
     def set_random_seed(self, seed: int | None = None) -> None:
         """Seed python, numpy, torch, the action space, the env and the hindsight goal sampler."""
         super().set_random_seed(seed)
-        if seed is not None:
-            self._rng = np.random.default_rng(seed)
+        self._seed_generators(seed)
+
+    def _seed_generators(self, seed: int | None) -> None:
+        """Model-owned generators (goal draws, action noise, minibatch order): two models never share RNG state."""
+        self._rng = np.random.default_rng(seed)
+        self._th_gen = th.Generator(device=self.device)
+        if seed is None:
+            self._th_gen.seed()
+        else:
+            self._th_gen.manual_seed(seed)
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "extra_loss_terms", "_last_good"]
+        return [*super()._excluded_save_params(), "extra_loss_terms", "_th_gen"]
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         return ["policy", "policy.optimizer", "ref_policy"], []
@@ -301,7 +309,9 @@ class GRPO(BaseAlgorithm):
         for t in range(T):
             flat = flatten_obs_np(self._last_obs)
             with th.no_grad():
-                actions = self.policy(th.as_tensor(flat, device=self.device))[0].cpu().numpy()
+                mean, log_std = self.policy.distribution_params(th.as_tensor(flat, device=self.device))
+                noise = th.randn(mean.shape, generator=self._th_gen, device=self.device)
+                actions = (mean + noise * th.exp(log_std)).cpu().numpy()
             new_obs, rewards, dones, infos = env.step(np.clip(actions, low, high))
             self.num_timesteps += env.num_envs
             callback.update_locals(locals())
@@ -343,6 +353,12 @@ class GRPO(BaseAlgorithm):
             group["lr"] = lr
         return lr
 
+    def _minibatches(self):
+        """The buffer's shuffled minibatches, shuffled with this model's generator when the buffer accepts one."""
+        if isinstance(self.rollout_buffer, GroupRolloutBuffer):
+            return self.rollout_buffer.get(self.batch_size, generator=self._th_gen)
+        return self.rollout_buffer.get(self.batch_size)
+
     def _raise_nonfinite(self, name: str, batch: Any, terms: dict[str, th.Tensor], epoch: int) -> None:
         update = self._n_updates + 1
         path = _write_snapshot(
@@ -367,11 +383,11 @@ class GRPO(BaseAlgorithm):
         early_stop, rolled_back, epochs_done = False, False, 0
         for epoch in range(self.n_epochs):
             last_good.capture(self.policy, self.policy.optimizer)
-            for batch in self.rollout_buffer.get(self.batch_size):
+            for batch in self._minibatches():
                 log_prob, entropy = self.policy.evaluate_actions(batch.observations, batch.actions)
                 log_ratio = log_prob - batch.old_log_prob
                 ratio = th.exp(log_ratio)
-                approx_kl = ((ratio - 1.0) - log_ratio).mean()
+                approx_kl = k3_kl(batch.old_log_prob, log_prob).mean()  # KL(pi_old || pi) on pi_old's samples
                 if self.target_kl is not None:
                     kl = float(approx_kl.detach())
                     if kl > ROLLBACK_KL_FACTOR * self.target_kl:
@@ -386,10 +402,8 @@ class GRPO(BaseAlgorithm):
                         early_stop = True
                         break
                 adv, w = batch.advantages, batch.weights
-                surrogate = th.min(ratio * adv, th.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv)
-                policy_loss = -(w * surrogate).mean()
-                ref_log_ratio = batch.ref_log_prob - log_prob
-                kl_ref = (th.exp(ref_log_ratio) - ref_log_ratio - 1.0).mean()
+                policy_loss = -(w * clipped_surrogate(ratio, adv, clip_low, clip_high)).mean()
+                kl_ref = k3_kl(log_prob, batch.ref_log_prob).mean()  # KL(pi || pi_ref), samples from pi_old
                 terms = {"policy_loss": policy_loss, "kl_ref": kl_ref, "entropy": entropy}
                 terms.update({f"extra/{term.name}": term(self.policy) for term in self.extra_loss_terms})
                 loss = policy_loss + self.beta * kl_ref - self.ent_coef * entropy
@@ -408,7 +422,7 @@ class GRPO(BaseAlgorithm):
                     )
                 self.policy.optimizer.step()
                 logs["approx_kl"].append(float(approx_kl.detach()))
-                logs["clip_fraction"].append(float(((ratio < 1 - clip_low) | (ratio > 1 + clip_high)).float().mean()))
+                logs["clip_fraction"].append(float(clip_fraction(ratio, clip_low, clip_high)))
                 logs["kl_ref"].append(float(kl_ref.detach()))
                 logs["grad_norm"].append(float(grad_norm))
                 for key in ("policy_loss", "loss", *(f"extra/{t.name}" for t in self.extra_loss_terms)):

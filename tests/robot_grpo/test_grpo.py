@@ -1,0 +1,210 @@
+"""GRPO algorithm class on the numpy PointReach env: SB3 API, determinism, guards, callbacks, logging."""
+
+import csv
+import os
+
+import numpy as np
+import pytest
+import torch as th
+from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback, StopTrainingOnRewardThreshold
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.logger import configure
+
+import envs  # noqa: F401  (registers PointReach-v0)
+from robot_grpo import GRPO, GroupRolloutBuffer, NonFiniteError
+
+G, N_GROUPS, EP_STEPS = 4, 2, 10
+SMALL = {"group_size": G, "n_groups": N_GROUPS, "batch_size": 64, "n_epochs": 2, "policy_kwargs": {"net_arch": [16]}}
+
+
+def make_env(n_envs: int = G * N_GROUPS, seed: int = 0):
+    return make_vec_env("PointReach-v0", n_envs=n_envs, seed=seed, env_kwargs={"max_episode_steps": EP_STEPS})
+
+
+def small_model(seed: int = 0, **overrides) -> GRPO:
+    return GRPO("MultiInputPolicy", make_env(seed=seed), seed=seed, **{**SMALL, **overrides})
+
+
+def params(model: GRPO) -> dict[str, th.Tensor]:
+    return {k: v.detach().clone() for k, v in model.policy.named_parameters()}
+
+
+def test_constructor_reads_episode_length_and_checks_arguments():
+    model = small_model()
+    assert model.n_steps == EP_STEPS and model.n_envs == G * N_GROUPS
+    with pytest.raises(ValueError, match="group_size \\* n_groups"):
+        GRPO("MultiInputPolicy", make_env(n_envs=6), group_size=4, n_groups=2)
+    with pytest.raises(ValueError, match="scale_advantages"):
+        small_model(scale_advantages="median")
+    with pytest.raises(ValueError, match="adaptive_beta"):
+        small_model(adaptive_beta=True)
+    with pytest.raises(ValueError, match="group_size must be >= 2"):
+        GRPO("MultiInputPolicy", make_env(n_envs=2), group_size=1, n_groups=2)
+    with pytest.raises(ValueError, match="name"):
+        small_model(extra_loss_terms=[lambda policy: policy.log_std.sum()])
+
+
+def test_rollout_groups_share_their_start_and_goal():
+    model = small_model()
+    model.learn(G * N_GROUPS * EP_STEPS)
+    obs = model.rollout_buffer.observations[0]  # first step of the last rollout, [n_envs, obs_dim]
+    for g in range(N_GROUPS):
+        np.testing.assert_array_equal(obs[g * G : (g + 1) * G], np.repeat(obs[g * G][None], G, axis=0))
+    assert not np.array_equal(obs[0], obs[G])
+
+
+def test_same_seed_gives_identical_weights():
+    a, b = small_model(seed=3), small_model(seed=3)
+    a.learn(2 * G * N_GROUPS * EP_STEPS)
+    b.learn(2 * G * N_GROUPS * EP_STEPS)
+    for name, value in params(a).items():
+        assert th.equal(value, params(b)[name]), name
+    c = small_model(seed=4)
+    c.learn(2 * G * N_GROUPS * EP_STEPS)
+    assert not th.equal(params(a)["log_std"], params(c)["log_std"]) or not th.equal(
+        params(a)["mean_net.0.weight"], params(c)["mean_net.0.weight"]
+    )
+
+
+def test_save_load_gives_identical_deterministic_actions(tmp_path):
+    model = small_model(ref_update_interval=0)
+    model.learn(2 * G * N_GROUPS * EP_STEPS)
+    path = tmp_path / "grpo.zip"
+    model.save(path)
+    loaded = GRPO.load(path, device="cpu")
+    obs = make_env(seed=9).reset()
+    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
+    for key, value in model.ref_policy.state_dict().items():  # the reference policy is in the checkpoint
+        assert th.equal(value, loaded.ref_policy.state_dict()[key]), key
+    assert not th.equal(model.ref_policy.log_std, model.policy.log_std)  # ...and differs from the policy
+    np.testing.assert_array_equal(model.policy.obs_normalizer.mean, loaded.policy.obs_normalizer.mean)
+    loaded.set_env(make_env(seed=1))
+    loaded.learn(G * N_GROUPS * EP_STEPS)  # a loaded model keeps training
+
+
+class NaNTerm:
+    """Extra loss term that turns NaN: the value itself, or only its gradient (sqrt at 0)."""
+
+    def __init__(self, where: str) -> None:
+        self.name, self.where = "inject", where
+
+    def __call__(self, policy):
+        if self.where == "loss":
+            return policy.log_std.sum() * float("nan")
+        return th.sqrt((policy.log_std * 0.0).sum())  # value 0, gradient inf * 0 = NaN
+
+
+@pytest.mark.parametrize(("where", "tensor"), [("loss", "extra/inject"), ("grad", "grad/log_std")])
+def test_nan_writes_a_snapshot_and_names_the_tensor(tmp_path, where, tensor):
+    model = small_model(extra_loss_terms=[NaNTerm(where)], snapshot_dir=str(tmp_path / "snap"))
+    with pytest.raises(NonFiniteError, match=f"{tensor} at update 1") as err:
+        model.learn(G * N_GROUPS * EP_STEPS)
+    path = tmp_path / "snap" / "nonfinite_update1.pt"
+    assert str(path) in str(err.value) and path.exists()
+    snap = th.load(path, weights_only=True)
+    assert snap["tensor"] == tensor and snap["update"] == 1
+    assert {"observations", "actions", "advantages", "weights"} <= set(snap["batch"])
+    assert "log_std" in snap["policy"] and "state" in snap["optimizer"]
+
+
+def test_kl_spike_rolls_back_to_the_last_good_weights_and_halves_the_lr():
+    # lr 0.5 makes the first minibatch step jump far from pi_old; the next minibatch sees approx KL >> 2 x target
+    model = small_model(learning_rate=0.5, target_kl=0.01, batch_size=16, verbose=0)
+    before = params(model)
+    model.learn(G * N_GROUPS * EP_STEPS)
+    assert model.logger.name_to_value["train/rollback"] == 1
+    for name, value in params(model).items():
+        assert th.equal(value, before[name]), name
+    assert model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(0.25)
+    assert model.logger.name_to_value["train/lr"] == pytest.approx(0.25)
+    model.learn(G * N_GROUPS * EP_STEPS, reset_num_timesteps=False)  # the halving persists (and may repeat)
+    assert model.policy.optimizer.param_groups[0]["lr"] <= 0.25
+
+
+def test_sb3_callbacks_work_unchanged(tmp_path):
+    model = small_model()
+    stop = StopTrainingOnRewardThreshold(reward_threshold=-1e9, verbose=0)  # met at the first evaluation
+    eval_cb = EvalCallback(
+        make_env(n_envs=1, seed=5), eval_freq=EP_STEPS, n_eval_episodes=2, callback_on_new_best=stop, verbose=0
+    )
+    ckpt = CheckpointCallback(save_freq=EP_STEPS, save_path=str(tmp_path), name_prefix="grpo")
+    budget = 10 * G * N_GROUPS * EP_STEPS
+    model.learn(budget, callback=[ckpt, eval_cb])
+    assert model.num_timesteps < budget  # stopped by StopTrainingOnRewardThreshold
+    assert eval_cb.n_calls >= EP_STEPS and eval_cb.best_mean_reward > -np.inf
+    saved = [f for f in os.listdir(tmp_path) if f.endswith(".zip")]
+    assert saved
+    GRPO.load(tmp_path / saved[0])
+
+
+def test_logger_records_the_issue_keys(tmp_path):
+    model = small_model()
+    model.set_logger(configure(str(tmp_path), ["csv"]))
+    model.learn(3 * G * N_GROUPS * EP_STEPS)
+    with open(tmp_path / "progress.csv") as f:
+        keys = set(next(csv.reader(f)))
+    expected = {
+        "train/approx_kl",
+        "train/clip_fraction",
+        "train/entropy",
+        "train/kl_ref",
+        "train/grad_norm",
+        "train/lr",
+        "rollout/success_rate",
+        "rollout/ep_rew_mean",
+        "rollout/zero_std_groups",
+        "hindsight/weight_mean",
+        "hindsight/relabelled_success",
+        "time/fps",
+    }
+    assert expected <= keys, expected - keys
+
+
+def test_no_hindsight_buffer_and_adaptive_beta_and_schedules():
+    from robot_grpo import make_schedule
+
+    model = small_model(
+        rollout_buffer_class=GroupRolloutBuffer,
+        beta=0.1,
+        adaptive_beta=True,
+        target_kl=1e3,  # kl_ref far below target / 1.5 -> beta halves after every update
+        learning_rate=make_schedule(1e-3, "cosine"),
+        clip_range=make_schedule(0.2, "linear", end=0.1),
+        ref_update_interval=0,
+    )
+    model.learn(2 * G * N_GROUPS * EP_STEPS)
+    assert model.rollout_buffer.n_samples == G * N_GROUPS * EP_STEPS  # original-goal rows only
+    assert model.beta == pytest.approx(0.1 / 4)
+    assert model.logger.name_to_value["train/clip_range"] < 0.2
+
+
+def test_extra_loss_term_is_added_and_logged():
+    class Pull:
+        name = "pull"
+
+        def __call__(self, policy):
+            return 10.0 * (policy.log_std - 1.0).square().sum()
+
+    model = small_model(extra_loss_terms=[Pull()], learning_rate=1e-2)
+    model.learn(2 * G * N_GROUPS * EP_STEPS)
+    assert "train/extra/pull" in model.logger.name_to_value
+    assert float(model.policy.log_std.detach().mean()) > -0.5  # pulled up from the -0.5 init toward 1
+
+
+def test_learns_point_reach_with_delay_one():
+    """Defaults (G=8, 8 groups, "final" hindsight, 64x64 SiLU) on the numpy env: >= 90% deterministic success."""
+    env = make_vec_env("PointReach-v0", n_envs=64, seed=0, env_kwargs={"delay": 1})
+    eval_env = make_vec_env("PointReach-v0", n_envs=30, seed=1000, env_kwargs={"delay": 1})
+    model = GRPO("MultiInputPolicy", env, seed=0)
+
+    def success() -> float:
+        obs = eval_env.reset()
+        for _ in range(50):
+            obs, _, _, infos = eval_env.step(model.predict(obs, deterministic=True)[0])
+        return float(np.mean([info["is_success"] for info in infos]))
+
+    rates = []
+    while model.num_timesteps < 48_000 and (not rates or rates[-1] < 0.9):
+        model.learn(3200, reset_num_timesteps=False)
+        rates.append(success())
+    assert rates[-1] >= 0.9, rates
