@@ -1,0 +1,341 @@
+"""Continual fine-tuning benchmark: does EWC keep what sim taught while the policy adapts to the robot's drift?
+
+1. Train GRPO on DelayedFetchReach with delay k=2 (the original task), or reuse the checkpoint of a previous run.
+2. Shift the condition: the simulated robot now has delay 3 and a 10% actuation gain error (``--gain``). The
+   runtime still builds the deployed contract's observation (history of 2 commands), as it would on the robot.
+3. Production line: ``--targets`` fixed targets, each attempted ``--attempts`` times from the home pose by the
+   deployed policy with exploration (actions sampled from its Gaussian), behind the safety filter; every tick
+   goes through the runtime's tick log (``deploy.runtime.ticklog``) and is read back by the fine-tuner.
+4. Fine-tune from those logs with each variant - plain (lambda = 0) and EWC with each ``--lambdas`` value - on
+   the same data with the same budget (``--updates`` GRPO updates); with ``--rounds`` > 1 every variant then
+   collects its own next round of logs with its current policy (online fine-tuning, same budget per round).
+5. Report deterministic closed-loop success (through the safety filter, as in the gate) on the new condition
+   (random goals, and the line's targets) and on the original task, before and after.
+
+Writes benchmarks/results/continual.json and .md, with peak memory (ru_maxrss).
+
+    .venv/bin/python benchmarks/continual.py [--train-steps 12800] [--lambdas 1,10,100] [--rounds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from calibration.schema import DEFAULT_SIM_CALIBRATION, load_calibration
+from deploy.contract import ObservationContract, fetch_reach_contract
+from deploy.finetune.dataset import load_log_dataset
+from deploy.finetune.gate import closed_loop_eval
+from deploy.finetune.round import RoundConfig, finetune_from_dataset, sim_fisher_anchor
+from deploy.runtime.safety import SafetyLimits, filter_action
+from deploy.runtime.ticklog import NO_EPISODE, TickLogWriter, TickRecord
+from envs.delayed_fetch_reach import DelayedFetchReachEnv
+from robot_grpo.grpo import GRPO
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ORIGINAL_DELAY = 2
+FRESH_STATE_AGE_S = 0.0
+EVAL_SEED = 50_000  # random-goal evaluation episodes
+LINE_SEED = 70_000  # the production line's targets: the goal of reset(seed=LINE_SEED + i)
+FISHER_SEED = 90_000
+
+
+class ShiftedFetchReach(DelayedFetchReachEnv):
+    """The robot after a drift: delay ``delay`` and gain ``gain`` on the Cartesian displacement.
+
+    The observation keeps the *deployed* contract's history of ``history_len`` commands (the newest ones), because
+    the runtime builds it from the package's contract; the oldest in-flight commands are invisible to the policy.
+    """
+
+    def __init__(self, delay: int = 3, gain: float = 1.1, history_len: int = ORIGINAL_DELAY, **kwargs: Any) -> None:
+        super().__init__(delay=delay, **kwargs)
+        if not 0 < history_len <= delay:
+            raise ValueError(f"history_len must be in 1..delay ({delay}), got {history_len}")
+        self.gain = float(gain)
+        self.deployed_contract = fetch_reach_contract(history_len)
+        inner = self.deployed_contract.observation_dim
+        self.observation_space = spaces.Dict(
+            {**self.observation_space.spaces, "observation": spaces.Box(-np.inf, np.inf, (inner,), np.float64)}
+        )
+
+    def _physics_apply(self, command: np.ndarray) -> None:
+        scaled = command.copy()
+        scaled[:3] *= self.gain
+        super()._physics_apply(scaled)
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        return trim_history(super()._observe(), self.contract, self.deployed_contract)
+
+
+def trim_history(obs: dict[str, np.ndarray], full: ObservationContract, deployed: ObservationContract) -> dict:
+    """Keep the newest ``deployed.history_len`` commands of ``full``'s history (oldest first layout)."""
+    state = obs["observation"][: full.state_dim]
+    history = obs["observation"][full.state_dim :].reshape(full.history_len, full.action_dim)
+    kept = history[full.history_len - deployed.history_len :].reshape(-1)
+    return {**obs, "observation": np.concatenate([state, kept])}
+
+
+# Policies and evaluation ------------------------------------------------------------------------------------
+def make_model(seed: int, train_steps: int, checkpoint: Path) -> tuple[GRPO, float]:
+    """The sim-trained policy (original task, k=2): loaded from ``checkpoint`` or trained and saved there."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    env = make_vec_env(DelayedFetchReachEnv, n_envs=64, seed=seed, env_kwargs={"delay": ORIGINAL_DELAY})
+    if checkpoint.is_file():
+        return GRPO.load(str(checkpoint), env=env, device="cpu"), 0.0
+    start = time.perf_counter()
+    model = GRPO("MultiInputPolicy", env, seed=seed, n_steps=50)
+    model.learn(train_steps)
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    model.save(str(checkpoint))
+    return model, time.perf_counter() - start
+
+
+def act_fn(model: GRPO):
+    """Deterministic exported action (normalizer, mean, clip) on flat float32 observations."""
+    module = copy.deepcopy(model.policy.make_export_module()).eval()
+
+    def act(flat: np.ndarray) -> np.ndarray:
+        with th.no_grad():
+            return module(th.as_tensor(flat)).numpy()
+
+    return act
+
+
+def evaluate(model: GRPO, envs: dict[str, Any], limits: SafetyLimits, n_episodes: int, n_targets: int) -> dict:
+    contract = fetch_reach_contract(ORIGINAL_DELAY)
+    act = act_fn(model)
+    out = {}
+    cases = {
+        "original": (envs["original"], [EVAL_SEED + i for i in range(n_episodes)]),
+        "new": (envs["shifted"], [EVAL_SEED + i for i in range(n_episodes)]),
+        "new_line_targets": (envs["shifted"], [LINE_SEED + i for i in range(n_targets)]),
+    }
+    for name, (env, seeds) in cases.items():
+        result = closed_loop_eval(act, env, contract, seeds, limits)
+        out[name] = {"success": result.success_rate, "interventions_per_episode": result.interventions_per_episode}
+    return out
+
+
+# The production line's logs ---------------------------------------------------------------------------------
+def collect_logs(
+    model: GRPO, env: ShiftedFetchReach, limits: SafetyLimits, path: Path, n_targets: int, attempts: int, seed: int
+) -> dict[str, float]:
+    """Run the line (each target ``attempts`` times, sampled actions, safety filter) and write the tick log."""
+    contract = env.deployed_contract
+    policy = model.policy
+    gen = th.Generator().manual_seed(seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.unlink()
+    tick, episode, successes, interventions = 0, 0, 0, 0
+    with TickLogWriter(path, fsync_interval_s=None) as log:
+        for target in range(n_targets):
+            for _ in range(attempts):
+                obs, _ = env.reset(seed=LINE_SEED + target)  # same home pose, same target
+                previous = contract.hold()
+                done, info = False, {}
+                while not done:
+                    flat = contract.flatten(obs)
+                    with th.no_grad():
+                        mean, log_std = policy.distribution_params(th.as_tensor(flat[None]))
+                        noise = th.randn(mean.shape, generator=gen)
+                        proposed = (mean + noise * log_std.exp()).numpy()[0].astype(np.float64)
+                    state = obs["observation"][: contract.state_dim]
+                    history = obs["observation"][contract.state_dim :].reshape(contract.history_len, -1)
+                    pending = history[:, :3].sum(0) * contract.action_scale_m
+                    result = filter_action(state[:3], pending, proposed, previous, FRESH_STATE_AGE_S, limits)
+                    log.append(
+                        TickRecord(
+                            t_s=tick * contract.control_period_s,
+                            tick=tick,
+                            state=state,
+                            obs_flat=flat,
+                            goal=obs["desired_goal"],
+                            proposed=proposed,
+                            sent=result.action,
+                            reasons=result.reasons,
+                            latency_s=0.0,
+                            jitter_s=0.0,
+                            episode_id=episode,
+                        )
+                    )
+                    interventions += bool(result.reasons)
+                    obs, _, terminated, truncated, info = env.step(contract.clip_action(result.action))
+                    previous = result.action
+                    done = terminated or truncated
+                    tick += 1
+                # The tick after the last action: the runtime logs it before sending the robot home.
+                last = log_last(obs, contract, tick)
+                last.episode_id = episode
+                log.append(last)
+                log.append(
+                    TickRecord(
+                        tick * contract.control_period_s,
+                        tick + 1,
+                        obs["observation"][: contract.state_dim],
+                        contract.flatten(obs),
+                        obs["desired_goal"],
+                        contract.hold(),
+                        contract.hold(),
+                        (),
+                        0.0,
+                        0.0,
+                        NO_EPISODE,
+                    )
+                )
+                tick += 2
+                episode += 1
+                successes += bool(info.get("is_success", False))
+    return {"episodes": episode, "sampled_success": successes / episode, "interventions": interventions}
+
+
+def log_last(obs: dict[str, np.ndarray], contract: ObservationContract, tick: int) -> TickRecord:
+    """A hold tick (no action proposed) observing ``obs``."""
+    return TickRecord(
+        t_s=tick * contract.control_period_s,
+        tick=tick,
+        state=obs["observation"][: contract.state_dim],
+        obs_flat=contract.flatten(obs),
+        goal=obs["desired_goal"],
+        proposed=contract.hold(),
+        sent=contract.hold(),
+        reasons=(),
+        latency_s=0.0,
+        jitter_s=0.0,
+        episode_id=NO_EPISODE,
+    )
+
+
+# Main -------------------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train-steps", type=int, default=12_800)
+    parser.add_argument("--checkpoint", default="runs/continual/base_k2.zip")
+    parser.add_argument("--delay", type=int, default=3, help="the drifted robot's delay (control steps)")
+    parser.add_argument("--gain", type=float, default=1.1, help="the drifted robot's actuation gain")
+    parser.add_argument("--targets", type=int, default=16, help="distinct targets on the line")
+    parser.add_argument("--attempts", type=int, default=8, help="attempts per target and round (= group size)")
+    parser.add_argument("--updates", type=int, default=10, help="GRPO updates per round")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--lambdas", default="1,10,100", help="EWC lambdas to compare with plain fine-tuning")
+    parser.add_argument("--gamma", type=float, default=0.9, help="online-EWC decay")
+    parser.add_argument("--eval-episodes", type=int, default=100)
+    parser.add_argument("--out", default=str(RESULTS / "continual"))
+    args = parser.parse_args(argv)
+    th.set_num_threads(1)
+    started = time.perf_counter()
+
+    model, train_s = make_model(args.seed, args.train_steps, Path(args.checkpoint))
+    calibration = load_calibration(DEFAULT_SIM_CALIBRATION)
+    limits = SafetyLimits.from_calibration(calibration, fetch_reach_contract(ORIGINAL_DELAY))
+    envs = {
+        "original": DelayedFetchReachEnv(delay=ORIGINAL_DELAY),
+        "shifted": ShiftedFetchReach(delay=args.delay, gain=args.gain),
+    }
+    compute_reward = envs["original"].compute_reward
+    before = evaluate(model, envs, limits, args.eval_episodes, args.targets)
+    print(f"deployed policy: {before}", flush=True)
+    anchor = sim_fisher_anchor(model, envs["original"], seed=FISHER_SEED)
+
+    variants = {"plain": 0.0, **{f"ewc_lambda_{lam:g}": float(lam) for lam in map(float, args.lambdas.split(","))}}
+    log_dir = Path("runs/continual/logs")
+    first_log = log_dir / "round0_shared.tlog"
+    line_stats = collect_logs(model, envs["shifted"], limits, first_log, args.targets, args.attempts, args.seed)
+    print(f"round 0 logs: {line_stats}", flush=True)
+    contract = fetch_reach_contract(ORIGINAL_DELAY)
+    rows: dict[str, Any] = {}
+    for name, lam in variants.items():
+        t0 = time.perf_counter()
+        tuned = (
+            GRPO.load(str(args.checkpoint), env=model.env, device="cpu") if Path(args.checkpoint).is_file() else None
+        )
+        tuned = tuned or copy.deepcopy(model)
+        ewc = copy.deepcopy(anchor) if lam > 0 else None
+        history = []
+        for rnd in range(args.rounds):
+            log_path = first_log
+            if rnd > 0:
+                log_path = log_dir / f"{name}_round{rnd}.tlog"
+                collect_logs(tuned, envs["shifted"], limits, log_path, args.targets, args.attempts, args.seed + rnd)
+            dataset = load_log_dataset(log_path, contract)
+            config = RoundConfig(
+                group_size=args.attempts, n_updates=args.updates, ewc_lambda=lam, ewc_gamma=args.gamma, seed=rnd
+            )
+            result = finetune_from_dataset(tuned, dataset, compute_reward, ewc, config)
+            ewc = result.ewc
+            scores = evaluate(tuned, envs, limits, args.eval_episodes, args.targets)
+            history.append({"round": rnd + 1, **scores, "ewc_penalty": result.stats.get("train/extra/ewc_penalty")})
+            print(f"{name} round {rnd + 1}: {scores}", flush=True)
+        rows[name] = {"lambda": lam, "rounds": history, "seconds": time.perf_counter() - t0}
+
+    report = {
+        "config": vars(args),
+        "train_seconds": train_s,
+        "before": before,
+        "line_logs_round0": line_stats,
+        "variants": rows,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "seconds": time.perf_counter() - started,
+        "platform": platform.platform(),
+        "torch_threads": th.get_num_threads(),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2))
+    out.with_suffix(".md").write_text(render_markdown(report))
+    print(out.with_suffix(".md").read_text())
+    return 0
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    cfg = report["config"]
+    before = report["before"]
+    lines = [
+        "# Continual fine-tuning: plain vs EWC on the same logs",
+        "",
+        f"Original task: DelayedFetchReach k=2. New condition: delay {cfg['delay']}, actuation gain {cfg['gain']} "
+        f"(observation history kept at 2, as the deployed contract builds it). Line: {cfg['targets']} targets x "
+        f"{cfg['attempts']} attempts per round, sampled actions behind the safety filter, through the tick log. "
+        f"{cfg['updates']} GRPO updates per round, {cfg['rounds']} round(s), online-EWC gamma {cfg['gamma']}. "
+        f"Success = deterministic closed loop through the safety filter, {cfg['eval_episodes']} random-goal episodes "
+        "(and the line's targets).",
+        "",
+        "| policy | round | new condition | line targets | original task | original kept (%) |",
+        "|---|---|---|---|---|---|",
+        f"| deployed (sim-trained) | - | {before['new']['success']:.2f} | {before['new_line_targets']['success']:.2f} "
+        f"| {before['original']['success']:.2f} | 100 |",
+    ]
+    for name, row in report["variants"].items():
+        for r in row["rounds"]:
+            kept = 100 * r["original"]["success"] / max(before["original"]["success"], 1e-9)
+            lines.append(
+                f"| {name} | {r['round']} | {r['new']['success']:.2f} | {r['new_line_targets']['success']:.2f} "
+                f"| {r['original']['success']:.2f} | {kept:.0f} |"
+            )
+    lines += [
+        "",
+        f"Round-0 logs: {report['line_logs_round0']}. Training the base policy took {report['train_seconds']:.0f} s "
+        f"(0 = reused checkpoint). Total {report['seconds']:.0f} s, peak RSS {report['peak_rss_mb']:.0f} MB, "
+        f"torch threads {report['torch_threads']}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
