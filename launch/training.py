@@ -1,0 +1,95 @@
+"""Training helpers for the composition root: a success-rate evaluation callback and env construction."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from deploy.export.rollouts import closed_loop_success, make_env
+from launch.schema import LaunchError
+
+EVAL_SEED_BASE = 1_000_000  # eval episodes use seeds disjoint from training's (which start at the run seed)
+
+
+def env_kwargs_from(env_section: dict[str, Any]) -> dict[str, Any]:
+    """The env constructor kwargs of a launch file's ``env`` section (unset keys left to the env's defaults)."""
+    kwargs = {k: v for k, v in env_section.items() if k != "id" and v is not None}
+    if "delay_range" in kwargs:
+        kwargs["delay_range"] = tuple(kwargs["delay_range"])
+        kwargs.pop("delay", None)
+    if env_section["id"] != "DelayedFetchReach-v0":
+        kwargs.pop("calibration", None)
+    return kwargs
+
+
+def check_hyperparameters(algo_class: type, hyperparameters: dict[str, Any], reserved: tuple[str, ...]) -> None:
+    """Refuse launch-file hyperparameters the algorithm does not take (never print-and-ignore)."""
+    params = inspect.signature(algo_class.__init__).parameters
+    allowed = sorted(p for p in params if p not in ("self", *reserved) and not p.startswith("_"))
+    for key in hyperparameters:
+        if key not in allowed:
+            raise LaunchError(f"unknown key 'train.hyperparameters.{key}'; allowed keys: {', '.join(allowed)}")
+
+
+class SuccessEvalCallback(BaseCallback):
+    """Evaluate the deterministic policy on fixed seeded episodes after every update; stop at ``target``.
+
+    The evaluation runs the policy's export module (the deterministic, clipped action that ships) through the
+    contract's flat observation, as on the robot. Records (env steps, success, wall seconds) for the curve.
+
+    :param env_id: registered env id.
+    :param env_kwargs: env constructor arguments (same condition as training).
+    :param n_episodes: fixed episodes per evaluation (seeds EVAL_SEED_BASE + i).
+    :param target: stop training once success >= target (None: never stop early).
+    """
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any], n_episodes: int, target: float | None) -> None:
+        super().__init__()
+        self.env = make_env(env_id, env_kwargs)
+        self.seeds = [EVAL_SEED_BASE + i for i in range(n_episodes)]
+        self.target = target
+        self.curve: list[dict[str, float]] = []
+        self._stop = False
+        self._t0 = time.perf_counter()
+
+    def evaluate(self) -> float:
+        import torch
+
+        module = self.model.policy.make_export_module().eval()
+
+        def act(flat: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                return module(torch.as_tensor(flat)).numpy()
+
+        success = float(closed_loop_success(self.env, act, self.seeds).mean())
+        self.curve.append(
+            {"steps": int(self.num_timesteps), "success": success, "wall_s": time.perf_counter() - self._t0}
+        )
+        self.logger.record("eval/success_rate", success)
+        if self.target is not None and success >= self.target:
+            self._stop = True
+        return success
+
+    def _on_rollout_start(self) -> None:
+        if self.num_timesteps > 0:
+            self.evaluate()
+
+    def _on_step(self) -> bool:
+        return not self._stop
+
+    def _on_training_end(self) -> None:
+        if not self.curve or self.curve[-1]["steps"] != self.num_timesteps:
+            self.evaluate()
+
+    @property
+    def reached_target(self) -> bool:
+        return self._stop
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.curve, indent=2))
