@@ -414,15 +414,16 @@ def read_ticklog(path: str | Path) -> list[TickRecord]:
 
 
 def split_episodes(records: Iterable[TickRecord], min_length: int = 1) -> list[list[TickRecord]]:
-    """Cut records into episodes: runs of consecutive records with the same ``episode_id``.
+    """Cut records into episodes: runs of consecutive records with the same ``episode_id`` and rising ``tick``.
 
-    Records with ``episode_id == NO_EPISODE`` (connect, hold, safe stop) are dropped; episodes shorter than
-    ``min_length`` ticks are dropped too.
+    A tick counter that does not rise starts a new episode too (a new run appended to the same log restarts
+    its ticks and may reuse episode ids). Records with ``episode_id == NO_EPISODE`` (connect, hold, safe stop)
+    are dropped; episodes shorter than ``min_length`` ticks are dropped too.
     """
     episodes: list[list[TickRecord]] = []
     current: list[TickRecord] = []
     for record in records:
-        if current and record.episode_id != current[-1].episode_id:
+        if current and (record.episode_id != current[-1].episode_id or record.tick <= current[-1].tick):
             episodes.append(current)
             current = []
         if record.episode_id != NO_EPISODE:

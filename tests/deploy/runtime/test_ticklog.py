@@ -212,3 +212,9 @@ def test_split_episodes_by_id():
     assert stack_field(episodes[0], "sent").shape == (3, 4)
     with pytest.raises(ValueError, match="not an array field"):
         stack_field(episodes[0], "tick")
+
+
+def test_split_episodes_when_a_new_run_reuses_the_episode_id():
+    first_run = [make_record(i, episode=0) for i in range(3)]
+    second_run = [make_record(i, episode=0) for i in range(2)]  # ticks restart at 0, same id
+    assert [len(ep) for ep in split_episodes(first_run + second_run)] == [3, 2]
