@@ -51,7 +51,14 @@ WORKERS = 2  # the 2 cores of the target machine
 ACTION_TABLE = 997  # pre-drawn random actions, cycled (a prime, so batch members see different ones)
 CHECK_EVERY = 16  # steps between clock reads inside a timed loop
 GIL_PROBE_SUBSTEPS = 4000  # one mj_step call of a few hundred ms
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # /proc CPU times are in these ticks per second
+MIN_CPU_S = 1e-3  # guards the CPU-rate division against a too coarse clock
 TARGET_WRAPPER_OVERHEAD = 0.10
+BATCH_KEYS = {  # derived-metric key -> case name of the parallel batch runs
+    "threads": "batch16: 2 threads x 8 envs",
+    "processes": "batch16: 2 processes x 8 envs",
+    "sb3": "batch16: SB3 SubprocVecEnv (16 procs)",
+}
 TARGET_BATCH_SPEEDUP = 1.7
 
 
@@ -59,21 +66,36 @@ def _actions(dim: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-1, 1, size=(ACTION_TABLE, dim))
 
 
-def _timed(step: Callable[[int], None], seconds: float, per_call: int = 1) -> float:
-    """Call ``step(i)`` for ``seconds`` of wall time; return env steps per second (``per_call`` steps a call)."""
+def _cpu_seconds(pids: tuple[int, ...] = ()) -> float:
+    """CPU seconds (user + system) of this process (all threads), its waited-for children and live ``pids``."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = time.process_time() + children.ru_utime + children.ru_stime
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()  # after the command name: field 3 (state) is index 0
+        total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 14, 15: utime, stime
+    return total
+
+
+Rates = tuple[float, float]  # (env steps per wall second, env steps per CPU second of all processes involved)
+
+
+def _timed(step: Callable[[int], None], seconds: float, per_call: int = 1, pids: tuple[int, ...] = ()) -> Rates:
+    """Call ``step(i)`` for ``seconds`` of wall time (``per_call`` env steps a call); return its rates."""
     clock = time.perf_counter
-    calls, start = 0, clock()
+    calls, start, cpu_start = 0, clock(), _cpu_seconds(pids)
     while True:
         for _ in range(CHECK_EVERY):
             step(calls)
             calls += 1
         elapsed = clock() - start
         if elapsed >= seconds:
-            return calls * per_call / elapsed
+            steps = calls * per_call
+            return steps / elapsed, steps / max(_cpu_seconds(pids) - cpu_start, MIN_CPU_S)
 
 
 # Single-env cases --------------------------------------------------------------------------------------
-def goal_env_case(env: gym.Env) -> Callable[[float], float]:
+def goal_env_case(env: gym.Env) -> Callable[[float], Rates]:
     actions = _actions(env.action_space.shape[0])
     env.reset(seed=0)
     counter = {"t": 0}
@@ -88,7 +110,7 @@ def goal_env_case(env: gym.Env) -> Callable[[float], float]:
     return lambda seconds: _timed(step, seconds)
 
 
-def mj_step_case(model: mujoco.MjModel, data: mujoco.MjData) -> Callable[[float], float]:
+def mj_step_case(model: mujoco.MjModel, data: mujoco.MjData) -> Callable[[float], Rates]:
     def step(_: int) -> None:
         mujoco.mj_step(model, data, nstep=FETCH_SUBSTEPS)
 
@@ -110,22 +132,22 @@ def _mj_step_for(model: mujoco.MjModel, data: mujoco.MjData, seconds: float, con
     conn.send(count)
 
 
-def mj_step_processes_case(n_procs: int) -> Callable[[float], float]:
+def mj_step_processes_case(n_procs: int) -> Callable[[float], Rates]:
     """n forked processes stepping mj_step for the same wall time: the no-GIL reference for the thread rows."""
     pairs = _fetch_model_and_data(n_procs)
     ctx = mp.get_context("fork")
 
-    def run(seconds: float) -> float:
+    def run(seconds: float) -> Rates:
         pipes = [ctx.Pipe() for _ in range(n_procs)]
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _cpu_seconds()
         procs = [ctx.Process(target=_mj_step_for, args=(*pairs[k], seconds, pipes[k][1])) for k in range(n_procs)]
         for proc in procs:
             proc.start()
         total = sum(parent.recv() for parent, _ in pipes)
         elapsed = time.perf_counter() - start  # includes the fork: a slight underestimate
         for proc in procs:
-            proc.join()
-        return total / elapsed
+            proc.join()  # waited for: their CPU time now counts in RUSAGE_CHILDREN
+        return total / elapsed, total / max(_cpu_seconds() - cpu_start, MIN_CPU_S)
 
     return run
 
@@ -163,11 +185,11 @@ def gil_probe(substeps: int = GIL_PROBE_SUBSTEPS) -> dict[str, float]:
     return {"call_ms": span["s"] * 1e3, "loops_during_mj_step": during, "loops_alone": alone, "ratio": during / alone}
 
 
-def mj_step_threads_case(n_threads: int) -> Callable[[float], float]:
+def mj_step_threads_case(n_threads: int) -> Callable[[float], Rates]:
     """n threads, each with its own MjData, stepping for the same wall time: total control steps per second."""
     pairs = _fetch_model_and_data(n_threads)
 
-    def run(seconds: float) -> float:
+    def run(seconds: float) -> Rates:
         counts = [0] * n_threads
         stop = threading.Event()
 
@@ -178,14 +200,15 @@ def mj_step_threads_case(n_threads: int) -> Callable[[float], float]:
                 counts[k] += 1
 
         threads = [threading.Thread(target=worker, args=(k,)) for k in range(n_threads)]
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _cpu_seconds()
         for thread in threads:
             thread.start()
         time.sleep(seconds)  # the main thread only waits; the workers do the measured work
         stop.set()
         for thread in threads:
             thread.join()
-        return sum(counts) / (time.perf_counter() - start)
+        total = sum(counts)
+        return total / (time.perf_counter() - start), total / max(_cpu_seconds() - cpu_start, MIN_CPU_S)
 
     return run
 
@@ -254,7 +277,7 @@ class ProcessBatch:
         return peaks
 
 
-def batch_cases() -> tuple[dict[str, Callable[[float], float]], Callable[[], dict[str, float]]]:
+def batch_cases() -> tuple[dict[str, Callable[[float], Rates]], Callable[[], dict[str, float]]]:
     from stable_baselines3.common.vec_env import SubprocVecEnv
 
     table = _actions(4, seed=1)
@@ -281,9 +304,11 @@ def batch_cases() -> tuple[dict[str, Callable[[float], float]], Callable[[], dic
 
     cases = {
         "batch16: 1 core, sequential": lambda s: _timed(lambda i: sequential.step(actions_at(i)), s, BATCH),
-        "batch16: 2 threads x 8 envs": lambda s: _timed(threaded, s, BATCH),
-        "batch16: 2 processes x 8 envs": lambda s: _timed(lambda i: processes.step(actions_at(i)), s, BATCH),
-        "batch16: SB3 SubprocVecEnv (16 procs)": lambda s: _timed(sb3_step, s, BATCH),
+        BATCH_KEYS["threads"]: lambda s: _timed(threaded, s, BATCH),
+        BATCH_KEYS["processes"]: lambda s: _timed(
+            lambda i: processes.step(actions_at(i)), s, BATCH, tuple(p.pid for p in processes.procs)
+        ),
+        BATCH_KEYS["sb3"]: lambda s: _timed(sb3_step, s, BATCH, tuple(p.pid for p in sb3.processes)),
     }
 
     def close() -> dict[str, float]:
@@ -296,54 +321,98 @@ def batch_cases() -> tuple[dict[str, Callable[[float], float]], Callable[[], dic
 
 
 # Report ------------------------------------------------------------------------------------------------
-def summarize(samples: dict[str, list[float]]) -> dict[str, dict[str, float]]:
-    return {
-        name: {"median": statistics.median(v), "min": min(v), "max": max(v), "rounds": len(v)}
-        for name, v in samples.items()
+def summarize(samples: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "rounds": len(samples)}
+
+
+def derive(wall: dict[str, dict[str, float]], cpu: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Ratios of medians. Wall-clock ratios are what the targets ask; CPU-time ratios are what the load of other
+    processes on this machine distorts least (a descheduled process accrues no CPU time)."""
+
+    def w(name: str) -> float:
+        return wall[name]["median"]
+
+    def c(name: str) -> float:
+        return cpu[name]["median"]
+
+    raw, delayed, point = (
+        "raw FetchReach-v4 (unwrapped)",
+        f"DelayedFetchReach k={DELAY_STEPS} (unwrapped)",
+        (f"PointReach k={DELAY_STEPS} (unwrapped)"),
+    )
+    seq = "batch16: 1 core, sequential"
+    out = {
+        "delayed_vs_raw_overhead_wall": w(raw) / w(delayed) - 1.0,
+        "delayed_vs_raw_overhead_cpu": c(raw) / c(delayed) - 1.0,
+        "wrapper_logic_share_of_raw_cpu": c(raw) / c(point),
+        "mj_step_share_of_raw_cpu": c(raw) / c("bare mj_step x20 (same model)"),
+        "mj_step_2threads_speedup_wall": w("GIL check: mj_step x20, 2 threads (total)")
+        / w("GIL check: mj_step x20, 1 thread"),
+        "mj_step_2threads_vs_2processes_wall": w("GIL check: mj_step x20, 2 threads (total)")
+        / w("GIL check: mj_step x20, 2 processes (total)"),
     }
+    for key, name in BATCH_KEYS.items():
+        out[f"batch_{key}_speedup_wall"] = w(name) / w(seq)
+        out[f"batch_{key}_cpu_efficiency"] = c(name) / c(seq)  # 1.0: no CPU spent on parallelism overhead
+        out[f"batch_{key}_cores_obtained"] = w(name) / c(name)  # mean CPU seconds per wall second
+    return out
 
 
 def write_markdown(result: dict[str, Any], path: Path) -> None:
-    s = result["steps_per_s"]
-    d = result["derived"]
-    g = result["gil_probe"]
+    wall, cpu, d, g = result["steps_per_s"], result["steps_per_cpu_s"], result["derived"], result["gil_probe"]
+    m = result["machine"]
     lines = [
         f"# Env throughput (median of {result['rounds']} interleaved rounds x {result['seconds_per_case']} s, "
-        f"{result['machine']['cpus']} CPUs, load avg {result['machine']['loadavg_start']:.2f} at start, "
-        f"{result['machine']['loadavg_end']:.2f} at end)",
+        f"{m['cpus']} CPUs shared with other jobs: load avg {m['loadavg_start']:.2f} at start, "
+        f"{m['loadavg_end']:.2f} at end)",
         "",
-        "| case | steps/s (median) | min | max | us/step |",
-        "|---|---|---|---|---|",
+        "| case | steps/s wall (median) | min | max | us/step wall | steps per CPU-s (median) | us CPU/step |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for name, v in s.items():
-        lines.append(f"| {name} | {v['median']:.0f} | {v['min']:.0f} | {v['max']:.0f} | {1e6 / v['median']:.1f} |")
+    for name, v in wall.items():
+        cv = cpu[name]["median"]
+        lines.append(
+            f"| {name} | {v['median']:.0f} | {v['min']:.0f} | {v['max']:.0f} | {1e6 / v['median']:.1f} "
+            f"| {cv:.0f} | {1e6 / cv:.1f} |"
+        )
     lines += [
         "",
-        "| derived | value | target |",
+        "| derived (ratios of medians) | value | target |",
         "|---|---|---|",
-        f"| DelayedFetchReach (k=2) time per step / raw FetchReach-v4 - 1 | {d['delayed_vs_raw_overhead']:+.1%} "
-        f"| <= {TARGET_WRAPPER_OVERHEAD:.0%} |",
-        f"| delay/contract/noise logic per step (= PointReach step, us) / raw FetchReach-v4 step | "
-        f"{d['wrapper_logic_share_of_raw']:.1%} | |",
-        f"| mj_step (20 substeps) share of a raw FetchReach-v4 step | {d['mj_step_share_of_raw']:.0%} | |",
-        f"| GIL probe: main-thread Python loops during one {g['call_ms']:.0f} ms mj_step call in another thread "
-        f"/ loops in the same time alone | {g['ratio']:.2f} | ~0 if held, ~1 if released |",
-        f"| GIL check: 2 threads of mj_step / 1 thread | {d['mj_step_2threads_speedup']:.2f}x | ~2x if released |",
-        f"| GIL check: 2 threads of mj_step / 2 processes | {d['mj_step_2threads_vs_2processes']:.2f}x "
-        "| ~1x if released |",
-        f"| batch16: 2 threads / 1 core | {d['batch_threads_speedup']:.2f}x | >= {TARGET_BATCH_SPEEDUP}x |",
-        f"| batch16: 2 processes / 1 core | {d['batch_processes_speedup']:.2f}x | >= {TARGET_BATCH_SPEEDUP}x |",
-        f"| batch16: SB3 SubprocVecEnv / 1 core | {d['batch_sb3_speedup']:.2f}x | |",
+        f"| DelayedFetchReach k=2 time per step / raw FetchReach-v4 - 1, wall | "
+        f"{d['delayed_vs_raw_overhead_wall']:+.1%} | <= {TARGET_WRAPPER_OVERHEAD:.0%} |",
+        f"| the same, CPU time | {d['delayed_vs_raw_overhead_cpu']:+.1%} | <= {TARGET_WRAPPER_OVERHEAD:.0%} |",
+        f"| delay + contract + reward logic alone (a PointReach step) / raw FetchReach-v4 step, CPU | "
+        f"{d['wrapper_logic_share_of_raw_cpu']:.1%} | |",
+        f"| bare mj_step x20 / raw FetchReach-v4 step, CPU | {d['mj_step_share_of_raw_cpu']:.0%} | |",
+        f"| GIL probe: Python loops in the main thread during one {g['call_ms']:.0f} ms mj_step call in another "
+        f"thread / loops alone in the same time | {g['ratio']:.2f} | ~0 if held, ~1 if released |",
+        f"| mj_step x20: 2 threads / 1 thread, wall | {d['mj_step_2threads_speedup_wall']:.2f}x | ~2x on 2 free "
+        "cores |",
+        f"| mj_step x20: 2 threads / 2 processes, wall | {d['mj_step_2threads_vs_2processes_wall']:.2f}x | ~1x if "
+        "released |",
+    ]
+    for key, name in BATCH_KEYS.items():
+        lines.append(
+            f"| {name} / 1 core, wall | {d[f'batch_{key}_speedup_wall']:.2f}x "
+            f"(cores obtained {d[f'batch_{key}_cores_obtained']:.2f}, CPU efficiency "
+            f"{d[f'batch_{key}_cpu_efficiency']:.0%}) | >= {TARGET_BATCH_SPEEDUP}x |"
+        )
+    lines += [
+        "",
+        "Cores obtained = CPU seconds of all processes involved per wall second: below 2 the batch did not get two "
+        "free cores. CPU efficiency = steps per CPU-second relative to the sequential batch (what the parallel "
+        "scheme costs in pipes, pickling and thread switches); on two free cores the wall speedup is at most "
+        "2 x that efficiency.",
         "",
         f"Peak RSS: this process {result['peak_rss_mib']['main']:.0f} MiB, largest batch worker process "
-        f"{result['peak_rss_mib']['process_worker']:.0f} MiB, all waited-for children "
+        f"{result['peak_rss_mib']['process_worker']:.0f} MiB, largest waited-for child "
         f"{result['peak_rss_mib']['children']:.0f} MiB.",
         f"Versions: mujoco {result['versions']['mujoco']}, gymnasium {result['versions']['gymnasium']}, "
         f"gymnasium-robotics {result['versions']['gymnasium_robotics']}, numpy {result['versions']['numpy']}, "
         f"Python {result['versions']['python']}.",
         "",
-        "Reproduce: `.venv/bin/python benchmarks/env_throughput.py`. Other processes share these CPUs; "
-        "compare rows of one run, not runs.",
+        "Reproduce: `.venv/bin/python benchmarks/env_throughput.py`. Compare rows of one run, not runs.",
         "",
     ]
     path.write_text("\n".join(lines))
@@ -375,38 +444,24 @@ def main() -> None:
     batch, close_batch = batch_cases()
     cases = {**single, **batch}
 
-    samples: dict[str, list[float]] = {name: [] for name in cases}
+    wall_samples: dict[str, list[float]] = {name: [] for name in cases}
+    cpu_samples: dict[str, list[float]] = {name: [] for name in cases}
     for r in range(args.rounds):
         order = list(cases) if r % 2 == 0 else list(reversed(cases))  # alternate order: no case always first
         for name in order:
-            samples[name].append(cases[name](args.seconds))
+            wall_rate, cpu_rate = cases[name](args.seconds)
+            wall_samples[name].append(wall_rate)
+            cpu_samples[name].append(cpu_rate)
         print(f"round {r + 1}/{args.rounds} done", flush=True)
     extra = close_batch()
-
-    s = summarize(samples)
-
-    def med(name: str) -> float:
-        return s[name]["median"]
-
-    raw_rate = med("raw FetchReach-v4 (unwrapped)")
-    seq = med("batch16: 1 core, sequential")
-    derived = {
-        "delayed_vs_raw_overhead": raw_rate / med(f"DelayedFetchReach k={DELAY_STEPS} (unwrapped)") - 1.0,
-        "wrapper_logic_share_of_raw": raw_rate / med(f"PointReach k={DELAY_STEPS} (unwrapped)"),
-        "mj_step_share_of_raw": raw_rate / med("bare mj_step x20 (same model)"),
-        "mj_step_2threads_speedup": med("GIL check: mj_step x20, 2 threads (total)")
-        / med("GIL check: mj_step x20, 1 thread"),
-        "mj_step_2threads_vs_2processes": med("GIL check: mj_step x20, 2 threads (total)")
-        / med("GIL check: mj_step x20, 2 processes (total)"),
-        "batch_threads_speedup": med("batch16: 2 threads x 8 envs") / seq,
-        "batch_processes_speedup": med("batch16: 2 processes x 8 envs") / seq,
-        "batch_sb3_speedup": med("batch16: SB3 SubprocVecEnv (16 procs)") / seq,
-    }
+    wall = {name: summarize(v) for name, v in wall_samples.items()}
+    cpu = {name: summarize(v) for name, v in cpu_samples.items()}
     result = {
         "rounds": args.rounds,
         "seconds_per_case": args.seconds,
-        "steps_per_s": s,
-        "derived": derived,
+        "steps_per_s": wall,
+        "steps_per_cpu_s": cpu,
+        "derived": derive(wall, cpu),
         "gil_probe": gil,
         "targets": {"wrapper_overhead_max": TARGET_WRAPPER_OVERHEAD, "batch_speedup_min": TARGET_BATCH_SPEEDUP},
         "peak_rss_mib": {
