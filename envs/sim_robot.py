@@ -224,6 +224,8 @@ class SimRobot:
                     self.counts["overruns"] += 1
                     next_step = time.monotonic() + self.period_s
             self._flush()
+        for msg in self._receive(0.0):  # what the peer wrote before stop() (e.g. its final e-stop) still counts
+            self._handle(msg)
 
     def _apply_requests(self) -> None:
         if self._estop_request is not None:

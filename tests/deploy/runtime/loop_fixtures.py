@@ -1,0 +1,153 @@
+"""Shared pieces of the control-loop tests: a scripted policy, seeded goals, pure-sim rollouts, a loop runner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from calibration.schema import load_calibration
+from deploy.contract import ObservationContract, fetch_reach_contract
+from deploy.runtime.goals import GoalSource
+from deploy.runtime.loop import Controller, LoopConfig, RunReport
+from deploy.runtime.safety import SafetyLimits
+from deploy.runtime.ticklog import TickRecord
+from envs.delayed_fetch_reach import DelayedFetchReachEnv
+from envs.sim_robot import SimRobot
+
+DELAY = 2
+CONTRACT = fetch_reach_contract(DELAY)
+STATE_DIM = CONTRACT.state_dim
+SCALE_M = CONTRACT.action_scale_m
+FAST_PERIOD_S = 0.005  # lock-step tests: the robot answers at once, so a short period only shortens the test
+WIDE_BOX = ((-10.0, -10.0, -10.0), (10.0, 10.0, 10.0))  # metres: the barrier never acts (pure observation tests)
+
+
+class DelayAwareP:
+    """A scripted reaching policy on the flat observation: aims at goal - (position + commands in flight).
+
+    obs layout (fetch_reach, history 2): state[0:10] (position first) | history[10:18] (2 x 4, oldest first) |
+    achieved[18:21] | desired[21:24]. The action is clipped to [-1, 1] like an exported policy's output.
+    """
+
+    def __init__(self, contract: ObservationContract = CONTRACT, gain: float = 1.0) -> None:
+        self.contract = contract
+        self.gain = gain
+        self.calls = 0
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        o = np.asarray(obs, dtype=np.float64)[0]
+        c = self.contract
+        history = o[c.state_dim : c.observation_dim].reshape(c.history_len, c.action_dim)
+        in_flight_m = history[:, :3].sum(axis=0) * c.action_scale_m
+        aim = o[-c.goal_dim :] - (o[:3] + in_flight_m)
+        action = np.zeros(c.action_dim)
+        action[:3] = np.clip(self.gain * aim / c.action_scale_m, -1.0, 1.0)
+        return action[None, :].astype(np.float32)
+
+
+class Push:
+    """A rogue policy: the same command every tick (e.g. straight down into the table)."""
+
+    def __init__(self, action: tuple[float, ...]) -> None:
+        self.action = np.asarray(action, dtype=np.float32)[None, :]
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return self.action
+
+
+def seeded_goals(seeds: list[int], delay: int = DELAY) -> GoalSource:
+    """The goals DelayedFetchReachEnv draws for these seeds (so pure sim and the loop serve the same targets)."""
+    env = DelayedFetchReachEnv(delay=delay)
+    goals = []
+    for seed in seeds:
+        env.reset(seed=seed)
+        goals.append(env.goal.copy())
+    env.close()
+    return GoalSource(goals, seeds)
+
+
+def limits(box=None, hold_s: float = 1.0, stop_s: float = 2.0, rate: float | None = None) -> SafetyLimits:
+    """Safety limits of the sim calibration (or ``box``) with the given watchdog (seconds)."""
+    cal = load_calibration()
+    lim = SafetyLimits.from_calibration(cal, CONTRACT, watchdog_hold_s=hold_s, watchdog_stop_s=stop_s)
+    kwargs = {
+        "workspace_low": box[0] if box else lim.workspace_low,
+        "workspace_high": box[1] if box else lim.workspace_high,
+        "max_action": lim.max_action,
+        "max_action_rate": lim.max_action_rate if rate is None else rate,
+        "barrier_fraction": lim.barrier_fraction,
+        "action_scale_m": lim.action_scale_m,
+        "watchdog_hold_s": hold_s,
+        "watchdog_stop_s": stop_s,
+    }
+    return SafetyLimits(**kwargs)
+
+
+@dataclass
+class PureSim:
+    """Episodes of the same policy in DelayedFetchReachEnv: flat observations per episode and final success."""
+
+    flats: list[np.ndarray] = field(default_factory=list)
+    success: list[bool] = field(default_factory=list)
+
+
+def pure_sim(policy, seeds: list[int], steps: int, delay: int = DELAY) -> PureSim:
+    env = DelayedFetchReachEnv(delay=delay)
+    out = PureSim()
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        flats = []
+        info = {"is_success": 0.0}
+        for _ in range(steps):
+            flat = env.contract.flatten(obs)
+            flats.append(flat)
+            action = np.asarray(policy(flat[None, :]), dtype=np.float64)[0]
+            obs, _, _, _, info = env.step(action)
+        out.flats.append(np.stack(flats))
+        out.success.append(bool(info["is_success"]))
+    env.close()
+    return out
+
+
+@dataclass
+class LoopRun:
+    report: RunReport
+    records: list[TickRecord]
+    robot: SimRobot
+
+    def episode_flats(self) -> dict[int, np.ndarray]:
+        """Flat observations the loop gave the policy, per episode, in tick order."""
+        out: dict[int, list[np.ndarray]] = {}
+        for r in self.records:
+            if r.episode_id >= 0 and r.obs_flat.size:
+                out.setdefault(r.episode_id, []).append(r.obs_flat)
+        return {k: np.stack(v) for k, v in out.items()}
+
+
+def run_loop(
+    policy,
+    goals: GoalSource,
+    config: LoopConfig,
+    safety: SafetyLimits,
+    robot: SimRobot | None = None,
+    on_tick=None,
+    ticklog=None,
+) -> LoopRun:
+    """Run the controller against a (lock-step by default) SimRobot on a pty; always stops the robot."""
+    robot = robot or SimRobot(mode="lockstep", delay=DELAY)
+    records: list[TickRecord] = []
+
+    def hook(controller: Controller, record: TickRecord) -> None:
+        records.append(record)
+        if on_tick is not None:
+            on_tick(controller, record)
+
+    robot.start()
+    try:
+        controller = Controller(robot.port_name, CONTRACT, policy, safety, goals, config, ticklog=ticklog, on_tick=hook)
+        report = controller.run()
+    finally:
+        robot.stop()
+    return LoopRun(report, records, robot)

@@ -1,0 +1,208 @@
+"""The control loop against the simulated robot over a real pty (lock-step unless marked slow)."""
+
+from __future__ import annotations
+
+import os
+import time
+import tty
+
+import numpy as np
+import pytest
+from loop_fixtures import (
+    CONTRACT,
+    DELAY,
+    FAST_PERIOD_S,
+    WIDE_BOX,
+    DelayAwareP,
+    limits,
+    pure_sim,
+    run_loop,
+    seeded_goals,
+)
+
+from deploy.runtime.goals import GoalSource
+from deploy.runtime.loop import Controller, LoopConfig
+from deploy.runtime.state_machine import LoopState, StateMachine, TransitionError
+from deploy.runtime.ticklog import TickLogWriter, read_ticklog
+from envs.sim_robot import SimRobot
+
+STEPS = 50
+
+
+def test_observation_parity_with_the_env_bit_for_bit():
+    """Same seeds, same policy: every flat observation the loop builds equals the env's, byte for byte."""
+    seeds = [3, 4, 5]
+    policy = DelayAwareP()
+    sim = pure_sim(policy, seeds, STEPS)
+    config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=STEPS, max_ticks=400)
+    run = run_loop(DelayAwareP(), seeded_goals(seeds), config, limits(WIDE_BOX))
+    flats = run.episode_flats()
+    assert sorted(flats) == [0, 1, 2]
+    for episode, expected in enumerate(sim.flats):
+        got = flats[episode]
+        assert got.shape == expected.shape == (STEPS, CONTRACT.flat_dim)
+        assert got.dtype == np.float32
+        assert got.tobytes() == expected.tobytes(), f"episode {episode} differs"
+    assert [e.success for e in run.report.episodes] == sim.success
+    assert all(not e.aborted and e.steps == STEPS for e in run.report.episodes)
+    assert run.report.interventions.get("ticks", 0) == 3 * STEPS
+    assert run.report.counts.get("safe_stops", 0) == 0
+
+
+def test_state_sequence_and_stop_in_finally():
+    config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=5, hold_ticks=2, max_ticks=100)
+    run = run_loop(DelayAwareP(), seeded_goals([0, 1]), config, limits())
+    path = [t.target for t in run.report.transitions]
+    assert path == [
+        LoopState.WAIT_FRESH,
+        LoopState.HOLD,
+        LoopState.HOMING,
+        LoopState.RUN,
+        LoopState.HOMING,
+        LoopState.RUN,
+        LoopState.DONE,
+    ]
+    assert len(run.report.episodes) == 2
+    assert run.robot.estop_active  # the e-stop sent in finally reached the robot
+    assert run.robot.counts["homes"] == 2
+
+
+class Exploding:
+    """A policy that raises at its ``n``-th call."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.calls = 0
+
+    def __call__(self, obs):
+        self.calls += 1
+        if self.calls >= self.n:
+            raise RuntimeError("inference failed")
+        return DelayAwareP()(obs)
+
+
+def test_exception_still_sends_the_stop():
+    robot = SimRobot(mode="lockstep", delay=DELAY)
+    config = LoopConfig(period_s=FAST_PERIOD_S, max_ticks=100)
+    with pytest.raises(RuntimeError, match="inference failed"):
+        run_loop(Exploding(4), seeded_goals([0]), config, limits(), robot=robot)
+    assert robot.estop_active
+
+
+def test_startup_timeout_names_the_port():
+    master, slave = os.openpty()  # nobody answers on this pty
+    tty.setraw(slave)
+    port = os.ttyname(slave)
+    try:
+        config = LoopConfig(period_s=FAST_PERIOD_S, startup_timeout_s=0.05)
+        controller = Controller(port, CONTRACT, DelayAwareP(), limits(), seeded_goals([0]), config)
+        with pytest.raises(TimeoutError, match=port):
+            controller.run()
+        assert controller.sm.state is LoopState.DONE
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+class SlowOnce:
+    """Takes ``delay_s`` on its ``n``-th call (an inference hiccup), otherwise the P policy."""
+
+    def __init__(self, n: int, delay_s: float) -> None:
+        self.n, self.delay_s, self.calls = n, delay_s, 0
+        self.inner = DelayAwareP()
+
+    def __call__(self, obs):
+        self.calls += 1
+        if self.calls == self.n:
+            time.sleep(self.delay_s)
+        return self.inner(obs)
+
+
+def test_overrun_is_counted_and_the_schedule_skips_missed_periods():
+    config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=10, max_ticks=60)
+    run = run_loop(SlowOnce(5, 4 * FAST_PERIOD_S), seeded_goals([0]), config, limits())
+    assert run.report.timing["overruns"] >= 4  # the slow tick and the whole periods it swallowed
+    ticks = [r.tick for r in run.records]
+    assert ticks == sorted(set(ticks))
+
+
+def test_tick_log_holds_every_policy_tick(tmp_path):
+    config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=8, max_ticks=60)
+    with TickLogWriter(tmp_path / "ticks.tlog", fsync_interval_s=None) as log:
+        run = run_loop(DelayAwareP(), seeded_goals([0, 1]), config, limits(WIDE_BOX), ticklog=log)
+    records = read_ticklog(tmp_path / "ticks.tlog")
+    assert len(records) == len(run.records)
+    policy_ticks = [r for r in records if r.episode_id >= 0 and r.obs_flat.size]
+    assert len(policy_ticks) == 16
+    for r in policy_ticks:
+        assert r.state.shape == (CONTRACT.state_dim,)
+        assert r.latency_s >= 0
+        np.testing.assert_array_equal(r.obs_flat[-3:], r.goal.astype(np.float32))
+
+
+def test_onnx_policy_through_the_ort_cpu_backend(tmp_path):
+    torch = pytest.importorskip("torch")
+    from deploy.runtime.backends import make_backend
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(CONTRACT.flat_dim, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    path = tmp_path / "tiny.onnx"
+    torch.onnx.export(
+        net,
+        torch.zeros(1, CONTRACT.flat_dim),
+        str(path),
+        input_names=["obs"],
+        output_names=["action"],
+        dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}},
+        dynamo=False,
+    )
+    backend = make_backend("ort-cpu", path)
+    config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=10, max_ticks=40)
+    run = run_loop(backend, seeded_goals([0]), config, limits(WIDE_BOX))
+    ticks = [r for r in run.records if r.obs_flat.size]
+    assert len(ticks) == 10
+    with torch.no_grad():
+        expected = net(torch.from_numpy(ticks[3].obs_flat[None, :])).numpy()[0]
+    np.testing.assert_allclose(ticks[3].proposed, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_state_machine_refuses_illegal_transitions():
+    sm = StateMachine()
+    with pytest.raises(TransitionError, match="connect -> run"):
+        sm.to(LoopState.RUN, 0, "skip ahead")
+    sm.to(LoopState.WAIT_FRESH, 0, "connected")
+    sm.to(LoopState.SAFE_STOP, 1, "robot e-stop")
+    with pytest.raises(TransitionError):
+        sm.to(LoopState.RUN, 2, "resume without holding first")
+    sm.to(LoopState.DONE, 3, "end")
+    assert sm.entered(LoopState.SAFE_STOP) == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"goals": [[1.0, 2.0]]}, "goal is 3-D"),
+        ({"goals": [[0.0, 0.0, 0.0]], "workspace": ((1, 1, 1), (2, 2, 2))}, "outside the workspace"),
+        ({"goals": [[1.3, 0.7, 0.5]], "seeds": [1, 2]}, "one seed per goal"),
+        ({"goals": [[np.nan, 0.7, 0.5]]}, "NaN"),
+    ],
+)
+def test_bad_goals_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        goals = GoalSource(**kwargs)
+        Controller("loop://", CONTRACT, DelayAwareP(), limits(), goals)
+
+
+@pytest.mark.slow
+def test_real_time_closed_loop_at_25_hz():
+    """Real-time robot at the contract's 25 Hz: the P policy reaches the same goals as in pure sim."""
+    seeds = [0, 1, 2]
+    sim = pure_sim(DelayAwareP(), seeds, STEPS)
+    robot = SimRobot(mode="realtime", delay=DELAY)
+    config = LoopConfig(max_episode_steps=STEPS, max_ticks=400)
+    run = run_loop(DelayAwareP(), seeded_goals(seeds), config, limits(WIDE_BOX, hold_s=0.1, stop_s=0.5), robot=robot)
+    assert [e.success for e in run.report.episodes] == sim.success
+    assert run.report.counts.get("safe_stops", 0) == 0
+    assert run.report.timing["latency_s_n"] >= 3 * STEPS
+    # the robot applied every policy command exactly once (no hold inserted between two commands)
+    assert robot.counts["commands"] >= 3 * STEPS
