@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from calibration.measure import (
+    DelayEstimate,
     estimate_delay,
     probing_sequence,
     rest_noise_std,
@@ -59,6 +60,10 @@ ESTOP_FLAGS = StateFlags.ESTOP_ACTIVE | StateFlags.ESTOP_FROM_ROBOT
 LIMITED_BY_SAFE_BOX = "safe_box"
 LIMITED_BY_MOTION_STOP = "motion_stopped"
 LIMITED_BY_STEP_BUDGET = "step_budget"
+MARGIN_NOISE_SIGMAS = 4.0  # the probing margin grows to this many noise std once the noise is known
+JUMP_COMMANDS = 2.0  # a one-step jump larger than this many full-size commands (+ noise allowance) is unexpected
+JUMP_NOISE_SIGMAS = 10.0  # noise allowance of the jump check, in std of a position difference
+RETURN_GAIN = 0.5  # share of the remaining distance commanded per step on the way back, divided by (delay + 1)
 
 
 class ProbeAbortError(CalibrationError):
@@ -344,7 +349,7 @@ def measure_noise(session: ProbeSession) -> np.ndarray:
     return rest_noise_std(session.hold(config.rest_steps, check_rest=True))
 
 
-def measure_delays(session: ProbeSession) -> list[Any]:
+def measure_delays(session: ProbeSession) -> list[DelayEstimate]:
     """``repeats`` cross-correlation delay measurements; returns their ``DelayEstimate``s."""
     config = session.config
     rng = np.random.default_rng(config.seed)
@@ -409,7 +414,7 @@ def probe_face(session: ProbeSession, axis: int, sign: float, start: np.ndarray)
 def return_to(session: ProbeSession, target: np.ndarray) -> None:
     """Proportional moves back to ``target`` (through the filter), then hold until the delay line is empty."""
     config = session.config
-    gain = 0.5 / max(1, session.assumed_delay + 1)  # slow enough not to overshoot with commands in flight
+    gain = RETURN_GAIN / (session.assumed_delay + 1)  # slow enough not to overshoot with commands in flight
     for _ in range(config.face_max_steps):
         error = target - session.position - session.pending_m()
         if np.max(np.abs(target - session.position)) < config.return_tolerance_m:
@@ -434,9 +439,10 @@ def calibrate(
         start = session.home()
         noise = measure_noise(session)
         session.noise_std_m = float(np.max(noise))
-        session.set_margin(max(config.margin_m, 4.0 * float(np.max(noise))))
+        session.set_margin(max(config.margin_m, MARGIN_NOISE_SIGMAS * session.noise_std_m))
         max_command_m = config.max_action * session.scale
-        session.max_jump_m = 2.0 * max_command_m + 10.0 * math.sqrt(2.0) * float(np.max(noise)) + config.margin_m
+        noise_allowance_m = JUMP_NOISE_SIGMAS * math.sqrt(2.0) * session.noise_std_m
+        session.max_jump_m = JUMP_COMMANDS * max_command_m + noise_allowance_m + config.margin_m
         estimates = measure_delays(session)
         delay, spread, agreeing = summarize_delays([e.lag_steps for e in estimates])
         session.assumed_delay = delay
