@@ -71,3 +71,8 @@ def package_factory():
 @pytest.fixture(scope="session")
 def point_kwargs() -> dict:
     return dict(POINT_KWARGS)
+
+
+@pytest.fixture(scope="session")
+def export_config() -> ExportConfig:
+    return small_export_config()

@@ -1,0 +1,81 @@
+"""One fine-tuning round end to end on PointReach: log -> GRPO + EWC -> candidate package -> gate -> store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch as th
+
+import envs  # noqa: F401  (registers PointReach-v0)
+from deploy.export.exporter import EwcAnchor, export_package
+from deploy.finetune.gate import GateConfig
+from deploy.finetune.promote import PackageStore, promote_if_passed
+from deploy.finetune.round import RoundConfig, run_round, sim_fisher_anchor
+from deploy.runtime.package import EWC_FILE
+from deploy.runtime.safety import SafetyLimits
+from deploy.runtime.ticklog import TickLogWriter, TickRecord
+from robot_grpo.ewc import EWCPenalty
+from robot_grpo.grpo import GRPO
+
+ENV_KWARGS = {"delay": 1}
+LIMITS = SafetyLimits(workspace_low=(-0.3,) * 3, workspace_high=(0.3,) * 3, max_action_rate=2.0)
+LENIENT = GateConfig(n_episodes=4, original_margin=1.0, current_tolerance=1.0, max_extra_interventions=1e9)
+
+
+def write_line_log(model: GRPO, env: gym.Env, path: Path, n_targets: int, attempts: int) -> None:
+    """The production line: each target (the goal of reset(seed=target)) attempted ``attempts`` times."""
+    contract = env.unwrapped.contract
+    tick = 0
+    with TickLogWriter(path, fsync_interval_s=None) as log:
+        for episode in range(n_targets * attempts):
+            obs, _ = env.reset(seed=episode // attempts)
+            for step in range(env.unwrapped.max_episode_steps + 1):
+                flat = contract.flatten(obs)
+                with th.no_grad():
+                    action = model.policy(th.as_tensor(flat[None]))[0].numpy()[0].astype(np.float64)
+                log.append(
+                    TickRecord(tick * 0.04, tick, obs["observation"][:6], flat, obs["desired_goal"], action,
+                               contract.clip_action(action), (), 0.0, 0.0, episode)
+                )  # fmt: skip
+                tick += 1
+                if step < env.unwrapped.max_episode_steps:
+                    obs, *_ = env.step(contract.clip_action(action))
+
+
+@pytest.mark.slow  # ~20 s: a short GRPO run, two exports, a gate
+def test_round_exports_gates_and_promotes_with_a_moved_ewc_anchor(tmp_path: Path, export_config) -> None:
+    env = gym.make("PointReach-v0", **ENV_KWARGS)
+    model = GRPO("MultiInputPolicy", "PointReach-v0", group_size=4, n_groups=2, n_epochs=2, batch_size=512,
+                 policy_kwargs={"net_arch": (16,)}, seed=0)  # fmt: skip
+    model.learn(400)
+    anchor = sim_fisher_anchor(model, env, n_states=200, lam=5.0)
+    params, fisher = anchor.anchor_arrays()
+    first = export_package(model, tmp_path / "v1", "PointReach-v0", ENV_KWARGS, ewc_anchor=EwcAnchor(params, fisher),
+                           config=export_config)  # fmt: skip
+    model.save(tmp_path / "v1.zip")
+    store = PackageStore(tmp_path / "store")
+    promote_if_passed(store, first, "v1", {"passed": True}, checkpoint=tmp_path / "v1.zip")
+    log = tmp_path / "logs" / "line.tlog"
+    write_line_log(model, env, log, n_targets=2, attempts=4)
+
+    running = GRPO.load(store.checkpoint_path("v1"), env=model.env)
+    config = RoundConfig(group_size=4, n_updates=2, ewc_lambda=5.0, ewc_gamma=0.5)
+    gate_envs = {"original": env, "current": gym.make("PointReach-v0", **ENV_KWARGS)}
+    report = run_round(store, log, running, gate_envs, LIMITS, "v2", "PointReach-v0", ENV_KWARGS, config, LENIENT,
+                       export_config)  # fmt: skip
+    assert report.passed
+    assert (store.current_name(), store.previous_name()) == ("v2", "v1")
+    assert store.checkpoint_path("v2").is_file()
+    promoted = store.load_current()
+    assert promoted.manifest["provenance"]["finetuned_from"] == "v1"
+    # Online EWC: the new anchor is the fine-tuned weights; the Fisher is gamma * F_old + F_new >= gamma * F_old.
+    ewc = EWCPenalty.from_bytes(promoted.read_verified(EWC_FILE))
+    for name, p in running.policy.named_parameters():
+        np.testing.assert_allclose(ewc.anchor[name].numpy(), p.detach().numpy(), rtol=1e-6, atol=1e-7)
+        assert np.all(ewc.fisher[name].numpy() >= 0.5 * fisher[name] - 1e-6)
+    moved = sum(float(np.abs(ewc.anchor[k].numpy() - params[k]).sum()) for k in params)
+    assert moved > 0
+    assert [e["event"] for e in store.history()][-2:] == ["install", "promote"]
