@@ -41,6 +41,9 @@ class DelayedFetchReachEnv(DelayedGoalEnv):
     :param goal_range_m: goals are drawn within +- this many metres per axis (FetchReach: 0.15).
     :param max_episode_steps: episode length in control steps (FetchReach: 50).
     :param reward_type: "sparse" or "dense".
+    :param history_len: commands carried in the observation (control steps); None = the max delay. Set it to
+        the trained policy's history when simulating a robot whose delay has since grown.
+    :param action_gain: actuator gain error (1.1 = the arm moves 10% further than commanded).
     :param calibration: path of the calibration file that supplies the defaults.
     """
 
@@ -53,6 +56,8 @@ class DelayedFetchReachEnv(DelayedGoalEnv):
         goal_range_m: float = 0.15,
         max_episode_steps: int = 50,
         reward_type: str = "sparse",
+        history_len: int | None = None,
+        action_gain: float = 1.0,
         calibration: str | Calibration | None = None,
     ) -> None:
         if isinstance(calibration, Calibration):
@@ -68,12 +73,13 @@ class DelayedFetchReachEnv(DelayedGoalEnv):
         if not 0 < goal_range_m <= MAX_GOAL_RANGE_M:
             raise ValueError(f"goal_range_m must be in (0, {MAX_GOAL_RANGE_M}] metres, got {goal_range_m}")
         super().__init__(
-            fetch_reach_contract(delay_range[1]),
+            fetch_reach_contract(delay_range[1] if history_len is None else history_len),
             delay_range,
             obs_noise_std_m,
             distance_threshold,
             max_episode_steps,
             reward_type,
+            action_gain,
         )
         self.calibration = cal
         self.goal_range_m = float(goal_range_m)

@@ -5,7 +5,11 @@ delay, the contract and the group reset need, so both envs behave identically:
 
 - delay: the command sent at step t is applied at step t + k (``deploy.contract.apply_delay``); ``k`` is
   fixed or drawn per episode from ``delay_range`` (inclusive); the observation carries the last
-  ``max(delay_range)`` commands sent (the contract's action history, oldest first);
+  ``contract.history_len`` commands sent (the contract's action history, oldest first), normally
+  ``max(delay_range)``. A contract with a shorter history models a robot whose delay grew after the policy was
+  trained (the policy then does not see every command in flight); a longer one is fine;
+- actuator gain: ``action_gain`` scales the applied command (1.0 = exact; 1.1 = the arm moves 10% too far),
+  another way a real robot differs from the one the policy learned on;
 - observation noise: Gaussian, ``obs_noise_std_m`` metres per axis, added to the measured position in
   ``observation`` and ``achieved_goal`` (the same draw in both). Rewards and ``is_success`` are computed from
   the *returned* ``achieved_goal``, so ``compute_reward`` on a stored transition reproduces its reward exactly;
@@ -30,6 +34,7 @@ from gymnasium import spaces
 from deploy.contract import ActionHistory, ObservationContract, apply_delay
 
 MAX_DELAY_STEPS = 8
+MIN_ACTION_GAIN, MAX_ACTION_GAIN = 0.5, 1.5
 
 
 def check_delay_range(delay_range: tuple[int, int]) -> tuple[int, int]:
@@ -71,13 +76,14 @@ def goal_distance(achieved_goal: np.ndarray, desired_goal: np.ndarray) -> np.nda
 class DelayedGoalEnv(gym.Env):
     """Base class. Subclasses implement the ``_physics_*`` hooks and ``_sample_goal``.
 
-    :param contract: observation/action contract (its ``history_len`` must equal ``max(delay_range)``).
+    :param contract: observation/action contract; its ``history_len`` is normally ``max(delay_range)``.
     :param delay_range: inclusive range of the actuation delay in control steps; (k, k) for a fixed delay.
     :param obs_noise_std_m: std of the Gaussian noise on the measured position, metres (scalar or 3 values).
     :param distance_threshold: success radius around the goal, metres.
     :param max_episode_steps: episode length in control steps (truncation, handled here so snapshots
         restore it too).
     :param reward_type: "sparse" (-1 until within ``distance_threshold``, then 0) or "dense" (-distance).
+    :param action_gain: multiplies the applied command (actuator gain error; 1.0 = none).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
@@ -90,10 +96,11 @@ class DelayedGoalEnv(gym.Env):
         distance_threshold: float = 0.05,
         max_episode_steps: int = 50,
         reward_type: str = "sparse",
+        action_gain: float = 1.0,
     ) -> None:
         lo, hi = check_delay_range(delay_range)
-        if contract.history_len != hi:
-            raise ValueError(f"contract history_len {contract.history_len} must equal max delay {hi}")
+        if not MIN_ACTION_GAIN <= action_gain <= MAX_ACTION_GAIN:
+            raise ValueError(f"action_gain must be in [{MIN_ACTION_GAIN}, {MAX_ACTION_GAIN}], got {action_gain}")
         if distance_threshold <= 0:
             raise ValueError(f"distance_threshold must be > 0 metres, got {distance_threshold}")
         if max_episode_steps < 1:
@@ -110,7 +117,11 @@ class DelayedGoalEnv(gym.Env):
         self.distance_threshold = float(distance_threshold)
         self.max_episode_steps = int(max_episode_steps)
         self.reward_type = reward_type
-        self.history = ActionHistory(contract.history_len, contract.action_dim)
+        # The delay line holds every command that may still be in flight; the observation shows its last
+        # ``history_len`` rows (all of it when history_len >= max delay, the normal case).
+        self.history = ActionHistory(max(hi, contract.history_len), contract.action_dim)
+        self._observed_history = contract.history_len * contract.action_dim
+        self.action_gain = float(action_gain)
         self.delay = hi
         self.elapsed_steps = 0
         self.goal = np.zeros(contract.goal_dim)
@@ -178,7 +189,8 @@ class DelayedGoalEnv(gym.Env):
         if not math.isfinite(action.sum()) and not np.isfinite(action).all():
             raise ValueError(f"action contains NaN or inf: {action}")
         command = np.minimum(np.maximum(action, self._action_low), self._action_high)  # == contract.clip_action
-        self._physics_apply(apply_delay(self.history, command, self.delay))
+        applied = apply_delay(self.history, command, self.delay)
+        self._physics_apply(applied if self.action_gain == 1.0 else applied * self.action_gain)
         self.elapsed_steps += 1
         obs = self._observe()
         distance = goal_distance(obs["achieved_goal"], self.goal)
@@ -203,12 +215,18 @@ class DelayedGoalEnv(gym.Env):
         if self._noisy:
             state[self._pos] += self.np_random.normal(0.0, self.obs_noise_std_m)
         obs = {
-            "observation": np.concatenate((state, self.history.flat())),
+            "observation": np.concatenate((state, self._history_observed())),
             "achieved_goal": state[self._pos].copy(),
             "desired_goal": self.goal.copy(),
         }
         self._last_obs = obs
         return obs
+
+    def _history_observed(self) -> np.ndarray:
+        flat = self.history.flat()
+        if flat.size == self._observed_history:
+            return flat
+        return flat[flat.size - self._observed_history :]
 
     # Snapshot / restore ------------------------------------------------------------------------------
     def snapshot(self) -> EnvSnapshot:

@@ -34,6 +34,9 @@ class PointReachEnv(DelayedGoalEnv):
     :param distance_threshold: success radius in metres.
     :param max_episode_steps: episode length in control steps.
     :param reward_type: "sparse" or "dense".
+    :param history_len: commands carried in the observation (control steps); None = the max delay. Set it to
+        the trained policy's history when simulating a robot whose delay has since grown.
+    :param action_gain: actuator gain error (1.1 = the arm moves 10% further than commanded).
     """
 
     def __init__(
@@ -45,17 +48,20 @@ class PointReachEnv(DelayedGoalEnv):
         distance_threshold: float = 0.05,
         max_episode_steps: int = 50,
         reward_type: str = "sparse",
+        history_len: int | None = None,
+        action_gain: float = 1.0,
     ) -> None:
         delay_range = check_delay_range(delay_range if delay_range is not None else (delay, delay))
         if not 0 < goal_range_m <= POINT_BOUND_M:
             raise ValueError(f"goal_range_m must be in (0, {POINT_BOUND_M}] metres, got {goal_range_m}")
         super().__init__(
-            point_reach_contract(delay_range[1]),
+            point_reach_contract(delay_range[1] if history_len is None else history_len),
             delay_range,
             obs_noise_std_m,
             distance_threshold,
             max_episode_steps,
             reward_type,
+            action_gain,
         )
         self.goal_range_m = float(goal_range_m)
         # One state buffer [pos, vel] (metres, metres per control step); pos and vel are views into it, so the
