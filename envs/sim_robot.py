@@ -150,6 +150,7 @@ class SimRobot:
         self.link_error: LinkError | None = None
         self.steps = 0
         self.trace: deque[np.ndarray] = deque(maxlen=TRACE_LEN)
+        self.sent_states: deque[StateMsg] = deque(maxlen=TRACE_LEN)  # every state frame sent (tests check them)
         self.counts = {"commands": 0, "holds": 0, "bad_commands": 0, "homes": 0, "estops": 0, "overruns": 0}
         self._obs, _ = self.env.reset(seed=seed)
 
@@ -337,6 +338,7 @@ class SimRobot:
             state[:] = np.nan
         msg = StateMsg(self._next_seq(), time.monotonic(), state, int(flags), tuple(self._pending))
         self._last_state = msg
+        self.sent_states.append(msg)
         self._emit(msg)
 
     def _emit(self, msg: Message) -> None:

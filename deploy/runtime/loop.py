@@ -146,7 +146,8 @@ class Controller:
     :param goals: the targets, one episode each.
     :param config: loop settings.
     :param ticklog: where every tick is appended (None: not logged).
-    :param on_tick: called after every tick with (controller, record): monitoring and test hooks.
+    :param on_tick: called after every tick with (controller, record or None when nothing was commanded):
+        monitoring and test hooks.
     :param clock: monotonic clock in seconds (the robot's timestamps need not share it).
     """
 
@@ -159,7 +160,7 @@ class Controller:
         goals: GoalSource,
         config: LoopConfig | None = None,
         ticklog: TickLogWriter | None = None,
-        on_tick: Callable[[Controller, TickRecord], None] | None = None,
+        on_tick: Callable[[Controller, TickRecord | None], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config or LoopConfig()
@@ -296,8 +297,8 @@ class Controller:
             record.jitter_s = lateness
             if self.ticklog is not None:
                 self.ticklog.append(record)
-            if self.on_tick is not None:
-                self.on_tick(self, record)
+        if self.on_tick is not None:
+            self.on_tick(self, record)
         self.tick += 1
         self._next_tick += self.period_s
         behind = self._clock() - self._next_tick

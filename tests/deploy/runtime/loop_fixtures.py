@@ -139,8 +139,9 @@ def run_loop(
     robot = robot or SimRobot(mode="lockstep", delay=DELAY)
     records: list[TickRecord] = []
 
-    def hook(controller: Controller, record: TickRecord) -> None:
-        records.append(record)
+    def hook(controller: Controller, record: TickRecord | None) -> None:
+        if record is not None:
+            records.append(record)
         if on_tick is not None:
             on_tick(controller, record)
 

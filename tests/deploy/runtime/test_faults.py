@@ -1,0 +1,166 @@
+"""Fault injection against the simulated robot (lock-step, over a real pty), one test per fault.
+
+Each run: a rogue policy pushes the gripper toward the workspace's -y face every tick (the barrier must stop it),
+a fault starts at tick START in RUN and ends DURATION ticks later. In all: zero commands that would leave the
+workspace box, hold within one period of detection, safe stop within the watchdog timeout (for faults longer
+than it), and the loop recovers when the link does (it runs a full episode after the fault).
+
+Timing: the loop period is 10 ms; watchdog hold 25 ms (2.5 periods), stop 100 ms (10 periods).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from loop_fixtures import CONTRACT, DELAY, Push, limits, run_loop, seeded_goals
+
+from deploy.runtime.loop import Controller, LoopConfig
+from deploy.runtime.safety import NAN_STATE, STALE_HOLD, STALE_STOP
+from deploy.runtime.state_machine import LoopState
+from envs.sim_robot import SimRobot
+
+PERIOD_S = 0.01
+HOLD_S = 0.025
+STOP_S = 0.1
+HOLD_TICKS = math.ceil(HOLD_S / PERIOD_S)  # 3: ticks of silence after which the state is older than HOLD_S
+STOP_TICKS = math.ceil(STOP_S / PERIOD_S)  # 10
+START = 20  # tick at which the fault starts (the loop is in RUN by then)
+EPISODE_STEPS = 20
+TOWARD_MINUS_Y = (0.0, -1.0, 0.0, 0.0)  # full speed at the y = 0.40 m face (the start is at y = 0.75 m)
+LOW = np.array(limits().workspace_low)
+HIGH = np.array(limits().workspace_high)
+BOX_TOL_M = 1e-5  # float32 observations carry the history the check uses
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    start: Callable[[SimRobot], None]
+    stop: Callable[[SimRobot], None]
+    duration: int  # ticks
+    safe_stop: bool  # the fault outlasts the stop timeout, so a safe stop is required
+
+
+def _set(field: str, on, off):
+    return (lambda r: setattr(r.faults, field, on)), (lambda r: setattr(r.faults, field, off))
+
+
+FAULTS = [
+    Fault("link_cut", *_set("link_cut", True, False), duration=40, safe_stop=True),
+    Fault("corrupt_1pct", *_set("corrupt_prob", 0.01, 0.0), duration=150, safe_stop=False),
+    Fault("latency_spike_3_periods", *_set("reply_delay_periods", 3, 0), duration=30, safe_stop=False),
+    Fault("nan_state", *_set("nan_state", True, False), duration=40, safe_stop=True),
+    Fault("frozen_sensor", *_set("freeze_seq", True, False), duration=40, safe_stop=True),
+    Fault("robot_estop", lambda r: r.trigger_estop(), lambda r: r.release_estop(), duration=30, safe_stop=True),
+]
+
+
+class Schedule:
+    """on_tick hook: starts the fault at the first RUN tick >= START, stops it ``duration`` ticks later."""
+
+    def __init__(self, robot: SimRobot, fault: Fault) -> None:
+        self.robot, self.fault = robot, fault
+        self.started: int | None = None
+        self.stopped: int | None = None
+
+    def __call__(self, controller: Controller, record) -> None:
+        tick = controller.tick
+        if self.started is None and tick >= START and controller.sm.state is LoopState.RUN:
+            self.fault.start(self.robot)
+            self.started = tick + 1  # in effect from the next tick
+        elif self.started is not None and self.stopped is None and tick + 1 >= self.started + self.fault.duration:
+            self.fault.stop(self.robot)
+            self.stopped = tick + 1
+
+
+def _run(fault: Fault):
+    robot = SimRobot(mode="lockstep", delay=DELAY, seed=1, control_period_s=PERIOD_S)  # the unit of reply delays
+    schedule = Schedule(robot, fault)
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, hold_ticks=3, max_ticks=600)
+    run = run_loop(
+        Push(TOWARD_MINUS_Y),
+        seeded_goals(list(range(12))),
+        config,
+        limits(hold_s=HOLD_S, stop_s=STOP_S),
+        robot=robot,
+        on_tick=schedule,
+    )
+    assert schedule.started is not None and schedule.stopped is not None, "the fault never ran"
+    return run, schedule
+
+
+def _commanded_positions(records) -> np.ndarray:
+    """Where each command sent with a state would take the gripper: position + in flight + this command (m)."""
+    out = []
+    for r in records:
+        if not r.obs_flat.size:
+            continue
+        obs = r.obs_flat.astype(np.float64)
+        history = obs[CONTRACT.state_dim : CONTRACT.observation_dim].reshape(CONTRACT.history_len, -1)
+        out.append(obs[:3] + (history[:, :3].sum(axis=0) + r.sent[:3]) * CONTRACT.action_scale_m)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
+def test_fault(fault: Fault):
+    run, schedule = _run(fault)
+    report, records, robot = run.report, run.records, run.robot
+    transitions = report.transitions
+
+    # 1. zero commands that would leave the workspace box (runtime's view), and the arm stayed inside (robot's view)
+    commanded = _commanded_positions(records)
+    assert len(commanded) > 50
+    assert np.all(commanded >= LOW - BOX_TOL_M) and np.all(commanded <= HIGH + BOX_TOL_M)
+    trace = np.array(robot.trace)
+    assert np.all(trace >= LOW - BOX_TOL_M) and np.all(trace <= HIGH + BOX_TOL_M)
+    assert "workspace_barrier" in report.interventions  # the rogue policy was really stopped by the barrier
+
+    # every state the loop used is one the robot sent, unchanged (no corrupt frame accepted)
+    sent = {m.seq: m.state.tobytes() for m in robot.sent_states}
+    used = [r for r in records if r.state.size]
+    assert used and all(sent.get(r.state_seq) == r.state.tobytes() for r in used)
+
+    during = [r for r in records if schedule.started <= r.tick < schedule.stopped]
+    # 2. hold within one period of detection
+    if fault.name == "nan_state":
+        nan_ticks = [r for r in during if r.state.size and not np.all(np.isfinite(r.state))]
+        assert nan_ticks, "the loop never saw the NaN state"
+        first = nan_ticks[0]
+        assert first.tick <= schedule.started + 1  # the NaN state arrives within a tick (lock-step answer)
+        assert all(np.all(r.sent == 0.0) for r in nan_ticks)  # held on the very tick the NaN was seen
+        assert NAN_STATE in first.reasons or STALE_HOLD in first.reasons
+    elif fault.name == "robot_estop":
+        stop = next(t for t in transitions if t.target is LoopState.SAFE_STOP)
+        assert stop.tick <= schedule.started + 1
+    elif fault.name != "corrupt_1pct":
+        holds = [r for r in during if STALE_HOLD in r.reasons or STALE_STOP in r.reasons]
+        assert holds, "no hold during the fault"
+        # silence -> the state is older than HOLD_S after HOLD_TICKS ticks; the hold goes out on that tick
+        assert holds[0].tick <= schedule.started + HOLD_TICKS + 1
+        # from then until the fault ends, nothing but the hold is sent
+        after_first_hold = [r for r in during if r.tick >= holds[0].tick]
+        assert all(np.all(r.sent == 0.0) for r in after_first_hold)
+
+    # 3. safe stop within the watchdog timeout
+    stops = [t for t in transitions if t.target is LoopState.SAFE_STOP]
+    if fault.safe_stop:
+        assert stops, "no safe stop although the fault outlasted the stop timeout"
+        assert stops[0].tick <= schedule.started + STOP_TICKS + 2
+        assert robot.counts["estops"] >= 1
+    if fault.name == "latency_spike_3_periods":
+        assert not stops  # 3 periods < stop timeout: hold, then carry on
+    if not fault.safe_stop and stops:
+        assert fault.name == "corrupt_1pct"  # a 1% corrupted link may stay silent past the stop timeout
+
+    # 4. recovery: after the fault, the loop runs again and completes a whole episode
+    resumed = [t for t in transitions if t.target is LoopState.RUN and t.tick >= schedule.stopped]
+    assert resumed, f"no RUN after the fault ended at tick {schedule.stopped}"
+    finished_after = [e for e in report.episodes if not e.aborted and e.index > 0]
+    assert any(e.steps == EPISODE_STEPS for e in finished_after)
+    assert report.transitions[-1].target is LoopState.DONE
+    if fault.name == "corrupt_1pct":
+        assert report.decoder_errors, "the corrupted bytes were not counted"
