@@ -21,6 +21,8 @@ LIBRARIES = (
     "stable-baselines3",
 )
 _SCALARS = (bool, int, float, str, type(None))
+# Attributes SB3 keeps on the algorithm that are state or bookkeeping, not hyperparameters.
+_NOT_HYPERPARAMETERS = frozenset({"verbose", "num_timesteps", "start_time", "_num_timesteps_at_start", "n_envs"})
 
 
 def library_versions() -> dict[str, str]:
@@ -61,7 +63,7 @@ def algorithm_provenance(model: Any) -> dict[str, Any]:
     hyper = {
         key: value
         for key, value in vars(model).items()
-        if not key.startswith("_") and isinstance(value, (bool, int, float, str)) and key != "verbose"
+        if not key.startswith("_") and isinstance(value, (bool, int, float, str)) and key not in _NOT_HYPERPARAMETERS
     }
     if getattr(model, "policy_kwargs", None) is not None:
         hyper["policy_kwargs"] = jsonable(model.policy_kwargs)
