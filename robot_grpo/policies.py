@@ -23,6 +23,7 @@ DEFAULT_NET_ARCH = (64, 64)
 DEFAULT_LOG_STD_INIT = -0.5
 DEFAULT_NORM_CLIP = 5.0
 NORM_EPS = 1e-8
+HIDDEN_GAIN = math.sqrt(2.0)
 LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -89,12 +90,21 @@ class RunningNormalizer(nn.Module):
         return th.clamp((x - self.mean) / th.sqrt(self.var + NORM_EPS), -self.clip, self.clip)
 
 
-def build_mlp(in_dim: int, out_dim: int, net_arch: tuple[int, ...], activation_fn: type[nn.Module]) -> nn.Sequential:
-    """Hidden layers with ``activation_fn`` and a linear output; small-gain output init (actions start near 0)."""
+def build_mlp(
+    in_dim: int, out_dim: int, net_arch: tuple[int, ...], activation_fn: type[nn.Module], ortho_init: bool = True
+) -> nn.Sequential:
+    """Hidden layers with ``activation_fn`` and a linear output; small-gain output init (actions start near 0).
+
+    ``ortho_init``: orthogonal hidden weights with gain sqrt(2) and zero biases (as SB3's policies).
+    """
     layers: list[nn.Module] = []
     last = in_dim
     for width in net_arch:
-        layers += [nn.Linear(last, width), activation_fn()]
+        linear = nn.Linear(last, width)
+        if ortho_init:
+            nn.init.orthogonal_(linear.weight, gain=HIDDEN_GAIN)
+            nn.init.zeros_(linear.bias)
+        layers += [linear, activation_fn()]
         last = width
     head = nn.Linear(last, out_dim)
     nn.init.orthogonal_(head.weight, gain=0.01)
@@ -126,6 +136,7 @@ class GoalGaussianPolicy(BasePolicy):
     :param net_arch: hidden layer widths.
     :param activation_fn: hidden activation (SiLU: tanh units needed about 2x the env steps in our tests).
     :param log_std_init: initial log standard deviation of every action dimension.
+    :param ortho_init: orthogonal initialization of the hidden layers (gain sqrt 2).
     :param normalize_obs: keep a running observation normalizer inside the policy.
     :param norm_clip: normalized observations are clipped to +- this many standard deviations.
     :param optimizer_class: torch optimizer class.
@@ -140,6 +151,7 @@ class GoalGaussianPolicy(BasePolicy):
         net_arch: tuple[int, ...] | list[int] = DEFAULT_NET_ARCH,
         activation_fn: type[nn.Module] = nn.SiLU,
         log_std_init: float = DEFAULT_LOG_STD_INIT,
+        ortho_init: bool = True,
         normalize_obs: bool = True,
         norm_clip: float = DEFAULT_NORM_CLIP,
         optimizer_class: type[th.optim.Optimizer] = th.optim.Adam,
@@ -159,13 +171,14 @@ class GoalGaussianPolicy(BasePolicy):
         self.net_arch = tuple(int(w) for w in net_arch)
         self.activation_fn = activation_fn
         self.log_std_init = float(log_std_init)
+        self.ortho_init = bool(ortho_init)
         self.normalize_obs = bool(normalize_obs)
         self.norm_clip = float(norm_clip)
         self.obs_dim = flat_obs_dim(observation_space)
         self.action_dim = int(np.prod(action_space.shape))
 
         self.obs_normalizer = RunningNormalizer(self.obs_dim, norm_clip)
-        self.mean_net = build_mlp(self.obs_dim, self.action_dim, self.net_arch, activation_fn)
+        self.mean_net = build_mlp(self.obs_dim, self.action_dim, self.net_arch, activation_fn, self.ortho_init)
         self.log_std = nn.Parameter(th.full((self.action_dim,), self.log_std_init))
         self.register_buffer("action_low", th.as_tensor(action_space.low, dtype=th.float32).flatten())
         self.register_buffer("action_high", th.as_tensor(action_space.high, dtype=th.float32).flatten())
@@ -177,6 +190,7 @@ class GoalGaussianPolicy(BasePolicy):
             net_arch=self.net_arch,
             activation_fn=self.activation_fn,
             log_std_init=self.log_std_init,
+            ortho_init=self.ortho_init,
             normalize_obs=self.normalize_obs,
             norm_clip=self.norm_clip,
             lr_schedule=self._dummy_schedule,
