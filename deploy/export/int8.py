@@ -56,6 +56,12 @@ class _ObservationReader(CalibrationDataReader):
 
 
 ACTIVATION_TYPES = {8: QuantType.QInt8, 16: QuantType.QInt16}
+INT16_BITS = 16
+INT16_QDQ_OPSET = 21
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
 
 
 def quantize_int8(src: str | Path, dst: str | Path, calibration_obs: np.ndarray, activation_bits: int = 16) -> Path:
@@ -76,7 +82,13 @@ def quantize_int8(src: str | Path, dst: str | Path, calibration_obs: np.ndarray,
     with tempfile.TemporaryDirectory() as tmp:
         prepared = Path(tmp) / "prepared.onnx"
         quant_pre_process(str(src), str(prepared), skip_symbolic_shape=False)
-        graph = onnx.load(str(prepared)).graph
+        model = onnx.load(str(prepared))
+        if activation_bits == INT16_BITS and _opset(model) < INT16_QDQ_OPSET:
+            # 16-bit Q/DQ is standard ONNX from opset 21; convert here rather than let the quantiser do it with a
+            # "please verify" warning. Only this ORT-run variant moves: TensorRT reads the fp32/fp16 models.
+            model = onnx.version_converter.convert_version(model, INT16_QDQ_OPSET)
+            onnx.save(model, str(prepared))
+        graph = model.graph
         exclude = [graph.node[i].name for i in sorted(_fp32_prefix(graph))]
         quantize_static(
             str(prepared),
