@@ -208,14 +208,8 @@ class EWCPenalty:
                 f"anchor and Fisher name different parameters: only in anchor {sorted(set(anchor) - set(fisher))}, "
                 f"only in Fisher {sorted(set(fisher) - set(anchor))}"
             )
-        self.anchor = {
-            k: torch.as_tensor(np.asarray(v) if isinstance(v, np.ndarray) else v).detach().clone()
-            for k, v in anchor.items()
-        }
-        self.fisher = {
-            k: torch.as_tensor(np.asarray(v) if isinstance(v, np.ndarray) else v).detach().clone()
-            for k, v in fisher.items()
-        }
+        self.anchor = {k: torch.as_tensor(v).detach().clone() for k, v in anchor.items()}
+        self.fisher = {k: torch.as_tensor(v).detach().clone() for k, v in fisher.items()}
         for name in self.anchor:
             if self.anchor[name].shape != self.fisher[name].shape:
                 raise ValueError(

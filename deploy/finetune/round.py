@@ -118,9 +118,11 @@ def finetune_from_dataset(
         hindsight_kwargs=config.hindsight_kwargs,
     )
     terms = []
-    if ewc is not None and config.ewc_lambda > 0:
+    if ewc is not None:
+        ewc = copy.deepcopy(ewc)  # the caller's state stays as it was
         ewc.lam, ewc.gamma = config.ewc_lambda, config.ewc_gamma
-        terms.append(ewc)
+        if config.ewc_lambda > 0:
+            terms.append(ewc)
     stats.update(finetune_on_samples(model, samples, config.n_updates, terms, config.sim_every))
     if ewc is None:
         return RoundResult(None, stats)
@@ -129,9 +131,8 @@ def finetune_from_dataset(
     new_fisher = gaussian_fisher_diagonal(
         policy, policy.distribution_params, th.as_tensor(states, device=policy.device)
     )
-    consolidated = copy.deepcopy(ewc)
-    consolidated.consolidate(policy, new_fisher)
-    return RoundResult(consolidated, stats)
+    ewc.consolidate(policy, new_fisher)
+    return RoundResult(ewc, stats)
 
 
 def run_round(
