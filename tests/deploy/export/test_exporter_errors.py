@@ -1,0 +1,73 @@
+"""Exporter behaviour around the happy path: failing checks are not installed, EWC anchor, bad arguments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from export_fixtures import POINT_ENV_ID, POINT_ENV_KWARGS, TinyGoalPolicy
+
+from deploy.export import exporter, verify
+from deploy.export.exporter import EwcAnchor, ExportCheckError, ExportConfig, export_package
+from deploy.runtime.package import load_package
+
+SMALL = {
+    "allow_small_checks": True,
+    "n_parity_obs": 300,
+    "n_calibration_obs": 600,
+    "n_episodes": 5,
+    "latency_calls": 50,
+}
+PROVENANCE = {"algorithm": "behaviour cloning (test)"}
+
+
+def test_a_package_that_breaks_a_tolerance_is_not_installed(
+    bc_policy: TinyGoalPolicy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(verify.PARITY_TOLERANCE, "fp16", 1e-9)  # no real fp16 model meets this
+    out = tmp_path / "pkg"
+    with pytest.raises(ExportCheckError, match=r"fp16: max \|action - torch\|"):
+        export_package(bc_policy, out, POINT_ENV_ID, POINT_ENV_KWARGS, PROVENANCE, config=ExportConfig(**SMALL))
+    assert not out.exists()
+    rejected = tmp_path / "pkg.rejected"
+    assert "FAIL" in (rejected / "report.md").read_text()
+    assert load_package(rejected).manifest["checks"]["passed"] is False
+    assert [p.name for p in tmp_path.iterdir()] == ["pkg.rejected"]  # no temporary folder left behind
+
+
+def test_ewc_anchor_is_shipped_and_verified(bc_policy: TinyGoalPolicy, tmp_path: Path) -> None:
+    params = {name: p.detach().numpy().copy() for name, p in bc_policy.named_parameters()}
+    fisher = {name: np.full_like(value, 0.25) for name, value in params.items()}
+    anchor = EwcAnchor(params, fisher, meta={"fisher_samples": 1000})
+    out = export_package(
+        bc_policy, tmp_path / "pkg", POINT_ENV_ID, POINT_ENV_KWARGS, PROVENANCE, anchor, ExportConfig(**SMALL)
+    )
+    package = load_package(out)
+    assert package.manifest["ewc"] == {"file": "ewc.npz", "fisher_samples": 1000}
+    loaded = package.load_ewc_anchor()
+    assert loaded is not None and set(loaded["params"]) == set(params)
+    for name, value in params.items():
+        np.testing.assert_array_equal(loaded["params"][name], value.astype(np.float32))
+        np.testing.assert_array_equal(loaded["fisher"][name], fisher[name])
+
+
+def test_ewc_anchor_refuses_a_fisher_that_does_not_fit() -> None:
+    with pytest.raises(ValueError, match="same, non-empty set"):
+        EwcAnchor({"w": np.ones(2)}, {"v": np.ones(2)})
+    with pytest.raises(ValueError, match="shape"):
+        EwcAnchor({"w": np.ones(2)}, {"w": np.ones(3)})
+    with pytest.raises(ValueError, match=">= 0"):
+        EwcAnchor({"w": np.ones(2)}, {"w": -np.ones(2)})
+
+
+def test_arguments_are_checked(bc_policy: TinyGoalPolicy, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=">= 10000 parity observations"):
+        ExportConfig(n_parity_obs=100)
+    (tmp_path / "exists").mkdir()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        export_package(bc_policy, tmp_path / "exists", POINT_ENV_ID, POINT_ENV_KWARGS, PROVENANCE)
+    with pytest.raises(ValueError, match="name the 'algorithm'"):
+        export_package(bc_policy, tmp_path / "new", POINT_ENV_ID, POINT_ENV_KWARGS)
+    with pytest.raises(TypeError, match="cannot export a dict"):
+        exporter.load_policy({"weights": 1})
