@@ -236,7 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gamma", type=float, default=0.9, help="online-EWC decay")
     parser.add_argument("--eval-episodes", type=int, default=100)
     parser.add_argument("--out", default=str(RESULTS / "continual"))
+    parser.add_argument("--render", help="only re-render the markdown of an existing JSON result")
     args = parser.parse_args(argv)
+    if args.render:
+        report = json.loads(Path(args.render).read_text())
+        Path(args.render).with_suffix(".md").write_text(render_markdown(report))
+        return 0
     th.set_num_threads(1)
     started = time.perf_counter()
 
@@ -282,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             history.append({"round": rnd + 1, **scores, "ewc_penalty": result.stats.get("train/extra/ewc_penalty")})
             print(f"{name} round {rnd + 1}: {scores}", flush=True)
         rows[name] = {"lambda": lam, "rounds": history, "seconds": time.perf_counter() - t0}
+        tuned.save(str(log_dir.parent / "models" / f"{Path(args.out).name}_{name}.zip"))  # for inspection
 
     report = {
         "config": vars(args),
@@ -302,6 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def interventions(scores: dict[str, Any]) -> float:
+    """Safety-filter interventions per episode, summed over the new condition and the original task."""
+    return scores["new"]["interventions_per_episode"] + scores["original"]["interventions_per_episode"]
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     cfg = report["config"]
     before = report["before"]
@@ -315,17 +326,18 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Success = deterministic closed loop through the safety filter, {cfg['eval_episodes']} random-goal episodes "
         "(and the line's targets).",
         "",
-        "| policy | round | new condition | line targets | original task | original kept (%) |",
-        "|---|---|---|---|---|---|",
+        "| policy | round | new condition | line targets | original task | original kept (%) "
+        "| interventions / episode (new + original) |",
+        "|---|---|---|---|---|---|---|",
         f"| deployed (sim-trained) | - | {before['new']['success']:.2f} | {before['new_line_targets']['success']:.2f} "
-        f"| {before['original']['success']:.2f} | 100 |",
+        f"| {before['original']['success']:.2f} | 100 | {interventions(before):.2f} |",
     ]
     for name, row in report["variants"].items():
         for r in row["rounds"]:
             kept = 100 * r["original"]["success"] / max(before["original"]["success"], 1e-9)
             lines.append(
                 f"| {name} | {r['round']} | {r['new']['success']:.2f} | {r['new_line_targets']['success']:.2f} "
-                f"| {r['original']['success']:.2f} | {kept:.0f} |"
+                f"| {r['original']['success']:.2f} | {kept:.0f} | {interventions(r):.2f} |"
             )
     lines += [
         "",
