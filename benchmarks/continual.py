@@ -234,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--lambdas", default="1,10,100", help="EWC lambdas to compare with plain fine-tuning")
     parser.add_argument("--gamma", type=float, default=0.9, help="online-EWC decay")
+    parser.add_argument("--skip-plain", action="store_true", help="only the EWC variants (e.g. a gamma sweep)")
     parser.add_argument("--eval-episodes", type=int, default=100)
     parser.add_argument("--out", default=str(RESULTS / "continual"))
     parser.add_argument("--render", help="only re-render the markdown of an existing JSON result")
@@ -257,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"deployed policy: {before}", flush=True)
     anchor = sim_fisher_anchor(model, envs["original"], seed=FISHER_SEED)
 
-    variants = {"plain": 0.0, **{f"ewc_lambda_{lam:g}": float(lam) for lam in map(float, args.lambdas.split(","))}}
+    variants = {} if args.skip_plain else {"plain": 0.0}
+    variants |= {f"ewc_lambda_{lam:g}_gamma_{args.gamma:g}": lam for lam in map(float, args.lambdas.split(","))}
     log_dir = Path("runs/continual/logs")
     first_log = log_dir / "round0_shared.tlog"
     line_stats = collect_logs(model, envs["shifted"], limits, first_log, args.targets, args.attempts, args.seed)
