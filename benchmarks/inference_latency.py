@@ -8,6 +8,8 @@ all rows alike), one thread each, garbage collection paused while timing:
 
 - ``torch eager``: ``module(torch.from_numpy(obs)).numpy()`` under ``torch.inference_mode()``;
 - ``ort <variant> run()``: a plain ``InferenceSession.run`` (allocates the output every call);
+- ``ort int8`` is the package's int8 model (int8 weights, 16-bit activations: see deploy/export/int8.py);
+  ``ort int8 W8A8`` (8-bit activations too) is timed alongside to show what int8 kernels give on this CPU;
 - ``ort <variant>``: the runtime's backend (``deploy.runtime.backends.OrtBackend``: 1 intra-op thread, all
   graph optimisations, I/O binding to reused buffers, result copied out).
 
@@ -77,7 +79,8 @@ def build_models(folder: Path) -> tuple[torch.nn.Module, dict[str, Path], np.nda
     env.close()
     paths = {"fp32": export_onnx(module, contract.flat_dim, folder / "policy.onnx")}
     paths["fp16"] = convert_fp16(paths["fp32"], folder / "policy_fp16.onnx")
-    paths["int8"] = quantize_int8(paths["fp32"], folder / "policy_int8.onnx", obs)
+    paths["int8"] = quantize_int8(paths["fp32"], folder / "policy_int8.onnx", obs)  # the package's: A16W8
+    paths["int8 W8A8"] = quantize_int8(paths["fp32"], folder / "policy_w8a8.onnx", obs, activation_bits=8)
     info = {
         "contract": contract.name,
         "flat_dim": contract.flat_dim,
@@ -184,6 +187,10 @@ def write_results(result: dict[str, Any]) -> None:
         f"{'met' if v['p99_target_met'] else 'NOT met'}); speed-up over torch eager: {v['speedup_vs_torch_p50']:.1f}x "
         f"at p50, {v['speedup_vs_torch_p99']:.1f}x at p99 (target >= {TARGET_SPEEDUP:g}x: "
         f"{'met' if v['speedup_target_met'] else 'NOT met'}).",
+        "",
+        "int8 is slower than fp32 on this CPU in both forms: A16W8 (the package's) runs Q/DQ around fp32 matrix "
+        "multiplies; W8A8 has int8 kernels, but quantising and requantising costs more than a 64x64 matrix multiply "
+        "saves. fp32 is the runtime's CPU default; int8 is there for accelerators with int8 paths.",
         "",
         f"Peak memory (ru_maxrss): {result['peak_rss_mib']:.0f} MiB. Versions: {result['versions']}.",
         "",

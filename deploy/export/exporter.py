@@ -12,6 +12,7 @@ every check passes, so ``out_dir`` never holds a half-written or failing package
 
 from __future__ import annotations
 
+import copy
 import shutil
 import tempfile
 import time
@@ -40,6 +41,7 @@ from deploy.runtime.package import (
 )
 
 MIN_PARITY_OBS = 10_000
+PACKAGE_PLACEHOLDER = "<this package folder>"  # the package is copied to the robot: its path there is not known
 MIN_EPISODES = 100
 EVAL_BATCH = 1024
 PACKAGE_DIR_MODE = 0o755  # mkdtemp makes the folder owner-only; a package is read by the robot's service user
@@ -165,6 +167,7 @@ def export_package(
     if out_dir.exists() and not overwrite:
         raise FileExistsError(f"{out_dir} exists; pass overwrite=True or choose a new package folder")
     module, prov = load_policy(source)
+    module = copy.deepcopy(module).eval()  # a frozen snapshot: the caller's policy keeps its mode and weights
     prov = {**prov, **(provenance or {})}
     if "algorithm" not in prov:
         raise ValueError("provenance must name the 'algorithm' when exporting a bare torch module")
@@ -181,7 +184,7 @@ def export_package(
             ewc_anchor.save(work / EWC_FILE)
         report["problems"] = check_report(report)
         write_report(work, report)
-        manifest = _manifest(contract, env, prov, report, work, ewc_anchor, out_dir, config)
+        manifest = _manifest(contract, env, prov, report, work, ewc_anchor, config)
         write_manifest(work, manifest)
         if report["problems"] and config.strict:
             rejected = out_dir.with_name(out_dir.name + ".rejected")
@@ -269,7 +272,7 @@ def _build_variants(
 
 
 def _try_engine(work: Path, config: ExportConfig) -> dict[str, Any]:
-    command = BUILD_COMMAND.format(package="<package folder>", max_batch=config.max_batch)
+    command = BUILD_COMMAND.format(package=PACKAGE_PLACEHOLDER, max_batch=config.max_batch)
     if not config.build_engine:
         return {"status": "not built", "detail": f"skipped by the caller; build on the target: {command}"}
     try:
@@ -286,7 +289,6 @@ def _manifest(
     report: dict[str, Any],
     work: Path,
     ewc_anchor: EwcAnchor | None,
-    out_dir: Path,
     config: ExportConfig,
 ) -> dict[str, Any]:
     low, high = env.unwrapped.delay_range
@@ -295,7 +297,7 @@ def _manifest(
         variants["engine"] = VARIANT_FILES["engine"]
     files = sorted(p.name for p in work.iterdir() if p.is_file() and p.name != MANIFEST_NAME)
     engine = {k: v for k, v in report["engine"].items() if k != "detail"}
-    engine["build_command"] = BUILD_COMMAND.format(package=out_dir, max_batch=config.max_batch)
+    engine["build_command"] = BUILD_COMMAND.format(package=PACKAGE_PLACEHOLDER, max_batch=config.max_batch)
     history_offset = contract.state_dim
     return {
         "format_version": PACKAGE_FORMAT_VERSION,

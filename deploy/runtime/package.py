@@ -90,7 +90,7 @@ def _check_manifest_digest(path: Path, raw: bytes) -> None:
     if len(matches) != 1 or not re.fullmatch(rb"[0-9a-f]{64}", matches[0]):
         raise PackageError(path, f"no valid {DIGEST_FIELD} field: the manifest was modified or is not sealed")
     stored = matches[0].decode()
-    zeroed = raw.replace(matches[0], _ZERO_DIGEST.encode())
+    zeroed = _DIGEST_RE.sub(f'"{DIGEST_FIELD}": "{_ZERO_DIGEST}"'.encode(), raw, count=1)
     actual = sha256_bytes(zeroed)
     if actual != stored:
         raise PackageError(
