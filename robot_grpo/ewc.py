@@ -42,6 +42,7 @@ EWC_FORMAT_VERSION = 1
 # Defaults chosen from benchmarks/continual.py (see benchmarks/results/continual.md).
 DEFAULT_EWC_LAMBDA = 1.0
 DEFAULT_EWC_GAMMA = 0.9
+SAMPLED_ROWS_PER_CALL = 8192  # (state, action) rows per vmap call of the sampled Fisher
 DEFAULT_FISHER_CHUNK = 256  # states per vmap call: bounds the Jacobian memory (chunk x action_dim x n_params)
 
 MeanLogStdFn = Callable[[Any], tuple[torch.Tensor, torch.Tensor]]
@@ -58,6 +59,12 @@ def _batch_size(obs: Any) -> int:
     if isinstance(obs, Mapping):
         return int(next(iter(obs.values())).shape[0])
     return int(obs.shape[0])
+
+
+def _repeat(obs: Any, times: int) -> Any:
+    if isinstance(obs, Mapping):
+        return {key: value.repeat_interleave(times, 0) for key, value in obs.items()}
+    return obs.repeat_interleave(times, 0)
 
 
 def _slice(obs: Any, start: int, stop: int) -> Any:
@@ -161,14 +168,18 @@ def sampled_fisher_diagonal(
     was_training = module.training
     module.train(False)
     try:
-        with torch.no_grad():
-            mean, log_std = mean_log_std(obs)
-            std = torch.broadcast_to(log_std.exp(), mean.shape)
         fisher = {k: torch.zeros_like(v) for k, v in params.items()}
-        for _ in range(n_actions):
-            noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
-            actions = mean + std * noise
-            grads = grad_fn(prefixed, obs, actions)
+        states_per_call = max(1, SAMPLED_ROWS_PER_CALL // n_actions)
+        for start in range(0, n, states_per_call):
+            chunk = _slice(obs, start, min(start + states_per_call, n))
+            with torch.no_grad():
+                mean, log_std = mean_log_std(chunk)
+                std = torch.broadcast_to(log_std.exp(), mean.shape)
+            # Every state n_actions times (state-major), each with its own action drawn from pi(.|s).
+            repeated = _repeat(chunk, n_actions)
+            noise = torch.randn((mean.shape[0] * n_actions, mean.shape[1]), generator=generator, dtype=mean.dtype)
+            actions = mean.repeat_interleave(n_actions, 0) + std.repeat_interleave(n_actions, 0) * noise.to(mean)
+            grads = grad_fn(prefixed, repeated, actions)
             for name in params:
                 fisher[name] += grads[f"module.{name}"].square().sum(dim=0)
     finally:
