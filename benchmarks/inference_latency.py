@@ -190,7 +190,8 @@ def write_results(result: dict[str, Any]) -> None:
         "",
         "int8 is slower than fp32 on this CPU in both forms: A16W8 (the package's) runs Q/DQ around fp32 matrix "
         "multiplies; W8A8 has int8 kernels, but quantising and requantising costs more than a 64x64 matrix multiply "
-        "saves. fp32 is the runtime's CPU default; int8 is there for accelerators with int8 paths.",
+        "saves. fp32 is the runtime's CPU default. fp16 on this CPU also runs its matrix multiplies in fp32 (no x86 "
+        "fp16 Gemm kernel), so its row shows the cost of the casts, not of fp16 math.",
         "",
         f"Peak memory (ru_maxrss): {result['peak_rss_mib']:.0f} MiB. Versions: {result['versions']}.",
         "",

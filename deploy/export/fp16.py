@@ -9,6 +9,11 @@ positions of ~1.3 m whose fp16 spacing is ~1 mm, and dividing that rounding erro
 alone costs several 1e-3 of action error. The normaliser is the run of nodes before the first matrix multiply:
 two elementwise ops per input value, nothing a GPU notices; every matrix multiply and activation is fp16.
 TensorRT 11 builds its strongly typed network from exactly these types.
+
+Where the math really runs in fp16: on GPUs (onnxruntime CUDA, TensorRT). onnxruntime on x86 CPUs has no fp16
+Gemm kernel: it wraps such nodes in casts back to fp32 (the weights keep their fp16 rounding), so the export's
+CPU parity of this variant measures fp16 *storage*; ``benchmarks/gpu_check.sh`` measures fp16 arithmetic
+(the TensorRT engine and onnxruntime CUDA on this model) against fp32 on the GPU.
 """
 
 from __future__ import annotations
