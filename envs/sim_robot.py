@@ -364,7 +364,9 @@ class SimRobot:
 
 
 # Running in a subprocess (keeps MuJoCo out of the process being measured) -----------------------------------
-def _serve_child(conn: Any, kwargs: dict[str, Any]) -> None:
+def _serve_child(conn: Any, kwargs: dict[str, Any], priority: int | None) -> None:
+    if priority is not None:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # the serving thread inherits it
     robot = SimRobot(**kwargs)
     conn.send(robot.port_name)
     thread = threading.Thread(target=robot.serve, daemon=True)
@@ -377,12 +379,17 @@ def _serve_child(conn: Any, kwargs: dict[str, Any]) -> None:
 
 
 class SimRobotProcess:
-    """A ``SimRobot`` in its own process; ``port_name`` is its pty. ``stop()`` returns the robot's counters."""
+    """A ``SimRobot`` in its own process; ``port_name`` is its pty. ``stop()`` returns the robot's counters.
 
-    def __init__(self, **kwargs: Any) -> None:
+    :param priority: SCHED_FIFO priority of the robot process (Linux, root / CAP_SYS_NICE), like a robot
+        controller's real-time firmware; None keeps the default scheduler.
+    :param kwargs: ``SimRobot`` arguments.
+    """
+
+    def __init__(self, priority: int | None = None, **kwargs: Any) -> None:
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve_child, args=(child, kwargs), daemon=True)
+        self.process = ctx.Process(target=_serve_child, args=(child, kwargs, priority), daemon=True)
         self.process.start()
         self.port_name: str = self._conn.recv()
 

@@ -23,19 +23,22 @@ The state machine is in ``state_machine.py``; the stop command goes out in ``fin
 
 from __future__ import annotations
 
+import gc
 import logging
+import os
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from deploy.contract import ActionHistory, ObservationContract
 from deploy.runtime.goals import Episode, GoalSource
+from deploy.runtime.loop_config import LoopConfig
+from deploy.runtime.run_report import EpisodeResult, RunReport
 from deploy.runtime.safety import FilterResult, InterventionCounter, SafetyLimits, filter_action
-from deploy.runtime.state_machine import LoopState, StateMachine, Transition
+from deploy.runtime.state_machine import LoopState, StateMachine
 from deploy.runtime.ticklog import NO_EPISODE, TickLogWriter, TickRecord
 from deploy.runtime.timing import TickStats
 from deploy.wire import (
@@ -59,80 +62,8 @@ Policy = Callable[[np.ndarray], np.ndarray]
 HOLD_SEQ = 0  # a pending slot the robot filled with its own hold
 SEQ_LIMIT = 2**32 - 1
 _EMPTY = np.zeros(0)
+MAX_STATES_PER_TICK = 2  # one command per tick; a second state only to answer a HOMED state without waiting
 _STATE_ACTIVE = (LoopState.WAIT_FRESH, LoopState.HOLD, LoopState.HOMING, LoopState.RUN)
-
-
-@dataclass(frozen=True)
-class LoopConfig:
-    """How the loop runs. Units: seconds, control steps, metres.
-
-    :param period_s: control period (None: the contract's ``control_period_s``).
-    :param max_episode_steps: policy commands per episode (control steps).
-    :param success_radius_m: an episode succeeds when its final gripper position is closer than this to the goal.
-    :param hold_ticks: fresh states in a row, answered with the hold, before the first episode and after recovery.
-    :param startup_timeout_s: raise if no valid state arrives this long after connecting.
-    :param recover: after a safe stop, resume when the robot answers again (False: end the run).
-    :param recover_timeout_s: end the run if the robot stays silent this long in safe stop.
-    :param home_retry_ticks: resend HomeMsg when its HOMED state has not come after this many ticks.
-    :param delay_steps: commands in flight, for the barrier (None: the contract's ``history_len``).
-    :param max_ticks: end the run after this many ticks (None: when the goals run out).
-    :param reconnect_interval_s: after a port failure, reopen the port at most this often.
-    """
-
-    period_s: float | None = None
-    max_episode_steps: int = 50
-    success_radius_m: float = 0.05
-    hold_ticks: int = 3
-    startup_timeout_s: float = 5.0
-    recover: bool = True
-    recover_timeout_s: float = 60.0
-    home_retry_ticks: int = 5
-    delay_steps: int | None = None
-    max_ticks: int | None = None
-    reconnect_interval_s: float = 0.5
-
-    def __post_init__(self) -> None:
-        for name in ("max_episode_steps", "hold_ticks", "home_retry_ticks"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("startup_timeout_s", "recover_timeout_s", "success_radius_m", "reconnect_interval_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.period_s is not None and not self.period_s > 0:
-            raise ValueError(f"period_s must be > 0 seconds, got {self.period_s}")
-
-
-@dataclass(frozen=True)
-class EpisodeResult:
-    """One served goal: final distance (metres), policy steps taken, success, or aborted by a safe stop."""
-
-    index: int
-    seed: int
-    goal: np.ndarray
-    success: bool
-    final_distance_m: float
-    steps: int
-    aborted: bool
-
-
-@dataclass
-class RunReport:
-    """What a run did: episodes, timing statistics, interventions, counters, state transitions."""
-
-    episodes: list[EpisodeResult]
-    timing: dict[str, float]
-    interventions: dict[str, int]
-    counts: dict[str, int]
-    robot_errors: dict[int, int]
-    decoder_errors: dict[str, int]
-    transitions: list[Transition]
-    ticks: int
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def success_rate(self) -> float:
-        """Successful episodes / served episodes (aborted ones count as failures)."""
-        return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else float("nan")
 
 
 class Controller:
@@ -219,12 +150,17 @@ class Controller:
         self._mode_since = 0.0
         self._link_ok = True
         self._last_reconnect = float("-inf")
+        self._commanded = False
 
     # Run -----------------------------------------------------------------------------------------------------
     def run(self) -> RunReport:
         """Run until the goals are served, ``max_ticks``, or an error; the stop goes out in ``finally``."""
+        restore_scheduler = self._enter_realtime()
         try:
             self._connect()
+            if self.config.freeze_gc:
+                gc.collect()
+                gc.freeze()
             self._next_tick = self._clock() + self.period_s
             while self.sm.state is not LoopState.DONE:
                 self._run_tick()
@@ -232,7 +168,27 @@ class Controller:
                     self._finish("tick limit reached")
         finally:
             self._shutdown()
+            if self.config.freeze_gc:
+                gc.unfreeze()
+            restore_scheduler()
         return self.report()
+
+    def _enter_realtime(self) -> Callable[[], None]:
+        """Switch this thread to SCHED_FIFO if configured; returns the function that restores the old policy."""
+        priority = self.config.realtime_priority
+        if priority is None:
+            return lambda: None
+        if not hasattr(os, "sched_setscheduler"):
+            raise ValueError("realtime_priority needs Linux (os.sched_setscheduler); set it to None on this OS")
+        old_policy, old_param = os.sched_getscheduler(0), os.sched_getparam(0)
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        except PermissionError as err:
+            raise PermissionError(
+                f"SCHED_FIFO priority {priority} refused ({err}); run as root, grant CAP_SYS_NICE "
+                "(setcap cap_sys_nice+ep on the interpreter) or raise the rtprio limit, or set realtime_priority=None"
+            ) from err
+        return lambda: os.sched_setscheduler(0, old_policy, old_param)
 
     def report(self) -> RunReport:
         return RunReport(
@@ -278,15 +234,21 @@ class Controller:
         if not self._link_ok:
             self._reconnect()
         record: TickRecord | None = None
+        self._commanded = False
+        handled = 0
         while self.sm.state is not LoopState.DONE:
-            if self._fresh is not None:
+            if self._fresh is not None and handled < MAX_STATES_PER_TICK:
                 t_read, msg = self._fresh
                 self._fresh = None
-                record = self._on_state(max(t_read, self._window_start), msg)
-                break
+                handled += 1
+                record = self._on_state(max(t_read, self._window_start), msg) or record
+                if self._commanded or self.sm.state is not LoopState.HOMING:
+                    break
+                continue  # a HomeMsg went out this tick: answer the new episode's first state at once
             remaining = deadline - self._clock()
             if remaining <= 0:
-                record = self._on_silence()
+                if not handled:
+                    record = self._on_silence()
                 break
             self._receive(remaining)
         if self._clock() > deadline:
@@ -579,6 +541,7 @@ class Controller:
         self._send(CommandMsg(seq, self._clock(), command))
         t_out = self._clock()
         self._previous = command
+        self._commanded = True
         self.counts["commands"] += 1
         if not msg_reports_line(self._last_valid):
             self._history.push(command)  # a robot that does not report its line: track what was sent

@@ -140,6 +140,7 @@ def test_tick_log_holds_every_policy_tick(tmp_path):
         np.testing.assert_array_equal(r.obs_flat[-3:], r.goal.astype(np.float32))
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch's legacy ONNX exporter announces its retirement
 def test_onnx_policy_through_the_ort_cpu_backend(tmp_path):
     torch = pytest.importorskip("torch")
     from deploy.runtime.backends import make_backend
@@ -191,6 +192,35 @@ def test_bad_goals_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         goals = GoalSource(**kwargs)
         Controller("loop://", CONTRACT, DelayAwareP(), limits(), goals)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"realtime_priority": 0}, "realtime_priority"),
+        ({"realtime_priority": 100}, "realtime_priority"),
+        ({"max_episode_steps": 0}, "max_episode_steps"),
+        ({"period_s": -0.01}, "period_s"),
+        ({"startup_timeout_s": 0}, "startup_timeout_s"),
+    ],
+)
+def test_bad_loop_config_is_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        LoopConfig(**kwargs)
+
+
+def test_realtime_priority_is_restored_after_the_run():
+    import os as _os
+
+    policy_before = _os.sched_getscheduler(0)
+    config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=3, max_ticks=20, realtime_priority=10)
+    try:
+        run = run_loop(DelayAwareP(), seeded_goals([0]), config, limits())
+    except PermissionError as err:  # no root / CAP_SYS_NICE here: the error must say how to get it
+        assert "CAP_SYS_NICE" in str(err)
+        return
+    assert run.report.episodes
+    assert _os.sched_getscheduler(0) == policy_before
 
 
 @pytest.mark.slow

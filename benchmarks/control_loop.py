@@ -1,0 +1,294 @@
+"""Control-loop timing over a real pty: tick latency (state frame in -> command frame out), period jitter,
+wake-up lateness and overruns at 25 Hz and 250 Hz, with the ORT CPU backend; peak RSS of the runtime process.
+
+Three processes per case, so nothing measured shares an interpreter with MuJoCo:
+
+- the simulated robot (``envs.sim_robot.SimRobotProcess``), real-time paced at the case's period;
+- the runtime (``deploy.runtime.loop.Controller`` + ``make_backend("ort-cpu", ...)`` + the safety filter + the
+  tick log), in a fresh spawned interpreter that imports only the robot side; it reports its own ru_maxrss and
+  whether torch / mujoco / gymnasium got imported (they must not);
+- this orchestrating process (builds the ONNX model and the goals).
+
+Side by side: the runtime with and without the tick log, at each rate. The policy is ``models/default``'s fp32
+ONNX when that package exists, else an untrained policy of the default shape (64x64 SiLU MLP, clipped output),
+which costs the same to run. Targets (issue 5): tick p99 <= 1 ms, jitter p99 <= 2 ms, runtime RSS < 200 MB.
+
+Writes benchmarks/results/control_loop.json and .md.
+
+    .venv/bin/python benchmarks/control_loop.py [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+RESULTS = ROOT / "benchmarks" / "results"
+DEFAULT_PACKAGE = ROOT / "models" / "default"
+RATES_HZ = (25.0, 250.0)
+DELAY_STEPS = 2
+EPISODE_STEPS = 50
+N_GOALS = 400  # more than any run needs; the run ends on its tick budget
+HIDDEN = 64
+TARGET_TICK_P99_S = 1e-3
+TARGET_JITTER_P99_S = 2e-3
+TARGET_RSS_MB = 200.0
+WATCHDOG_HOLD_PERIODS = 2.5  # the loop's watchdog scales with the period
+WATCHDOG_STOP_PERIODS = 12.5
+RUNTIME_RT_PRIORITY = 50  # SCHED_FIFO priorities of the "fifo" cases (ros2_control's default is 50)
+ROBOT_RT_PRIORITY = 49
+HEAVY_MODULES = ("torch", "mujoco", "gymnasium", "stable_baselines3", "robot_grpo", "envs")
+
+
+def _peak_rss_mb() -> tuple[float, float]:
+    """(ru_maxrss, /proc VmHWM) of this process in MB. Linux carries ru_maxrss across exec, which is why the
+    runtime processes are started before this orchestrator imports torch and MuJoCo; VmHWM is per address space."""
+    import resource
+
+    hwm = float("nan")
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                hwm = float(line.split()[1]) / 1024.0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, hwm
+
+
+def _runtime_child(conn: Any) -> None:
+    """The measured process: waits for its job, then runs the controller with robot-side imports only."""
+    job: dict[str, Any] = conn.recv()
+
+    from calibration.schema import load_calibration
+    from deploy.contract import fetch_reach_contract
+    from deploy.runtime.backends import make_backend
+    from deploy.runtime.goals import GoalSource
+    from deploy.runtime.loop import Controller, LoopConfig
+    from deploy.runtime.safety import SafetyLimits
+    from deploy.runtime.ticklog import TickLogWriter
+
+    period = job["period_s"]
+    contract = fetch_reach_contract(DELAY_STEPS)
+    limits = SafetyLimits.from_calibration(
+        load_calibration(),
+        contract,
+        watchdog_hold_s=WATCHDOG_HOLD_PERIODS * period,
+        watchdog_stop_s=WATCHDOG_STOP_PERIODS * period,
+    )
+    backend = make_backend("ort-cpu", job["model"])
+    config = LoopConfig(
+        period_s=period,
+        max_episode_steps=EPISODE_STEPS,
+        max_ticks=job["ticks"],
+        startup_timeout_s=10,
+        realtime_priority=job["rt_priority"],
+    )
+    log = TickLogWriter(job["ticklog"], fsync_interval_s=1.0) if job["ticklog"] else None
+    controller = Controller(
+        job["port"], contract, backend, limits, GoalSource(job["goals"], job["seeds"]), config, ticklog=log
+    )
+    try:
+        report = controller.run()
+    finally:
+        if log is not None:
+            log.close()
+    conn.send(
+        {
+            "timing": report.timing,
+            "episodes": len(report.episodes),
+            "success_rate": report.success_rate,
+            "interventions": report.interventions,
+            "counts": report.counts,
+            "decoder_errors": report.decoder_errors,
+            "ru_maxrss_mb": _peak_rss_mb()[0],
+            "vm_hwm_mb": _peak_rss_mb()[1],
+            "heavy_modules_loaded": sorted(m for m in HEAVY_MODULES if m in sys.modules),
+        }
+    )
+
+
+def _model_path(workdir: Path) -> tuple[str, str]:
+    """(path of an fp32 ONNX policy, where it came from)."""
+    if (DEFAULT_PACKAGE / "manifest.json").is_file():
+        from deploy.runtime.package import load_package
+
+        package = load_package(DEFAULT_PACKAGE)
+        return str(package.model_path("fp32")), "models/default (fp32)"
+    import torch
+
+    from deploy.contract import fetch_reach_contract
+    from deploy.export.onnx_fp32 import export_onnx
+
+    contract = fetch_reach_contract(DELAY_STEPS)
+
+    class Clipped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Sequential(
+                torch.nn.Linear(contract.flat_dim, HIDDEN),
+                torch.nn.SiLU(),
+                torch.nn.Linear(HIDDEN, HIDDEN),
+                torch.nn.SiLU(),
+                torch.nn.Linear(HIDDEN, contract.action_dim),
+            )
+
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return torch.clamp(self.net(obs), contract.action_low, contract.action_high)
+
+    torch.manual_seed(0)
+    path = export_onnx(Clipped(), contract.flat_dim, workdir / "policy.onnx")
+    return str(path), "untrained 64x64 SiLU MLP (models/default absent)"
+
+
+def _goals(n: int) -> tuple[list[list[float]], list[int]]:
+    from envs.delayed_fetch_reach import DelayedFetchReachEnv
+
+    env = DelayedFetchReachEnv(delay=DELAY_STEPS)
+    goals = []
+    for seed in range(n):
+        env.reset(seed=seed)
+        goals.append(env.goal.tolist())
+    env.close()
+    return goals, list(range(n))
+
+
+def start_runtime() -> tuple[Any, Any]:
+    """A runtime process, started now (while this process is small) and waiting for its job."""
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=_runtime_child, args=(child,))
+    process.start()
+    return process, parent
+
+
+def run_case(
+    runtime: tuple[Any, Any], rate_hz: float, ticks: int, model: str, goals, seeds, ticklog: str | None, fifo: bool
+) -> dict[str, Any]:
+    from envs.sim_robot import SimRobotProcess
+
+    period = 1.0 / rate_hz
+    robot = SimRobotProcess(
+        priority=ROBOT_RT_PRIORITY if fifo else None, mode="realtime", delay=DELAY_STEPS, control_period_s=period
+    )
+    process, conn = runtime
+    job = {
+        "port": robot.port_name,
+        "period_s": period,
+        "ticks": ticks,
+        "model": model,
+        "goals": goals,
+        "seeds": seeds,
+        "ticklog": ticklog,
+        "rt_priority": RUNTIME_RT_PRIORITY if fifo else None,
+    }
+    started = time.perf_counter()
+    conn.send(job)
+    try:
+        result = conn.recv()
+    finally:
+        process.join()
+        robot_counts = robot.stop()
+    result["wall_s"] = time.perf_counter() - started
+    result["robot"] = robot_counts
+    result["rate_hz"] = rate_hz
+    result["ticklog"] = ticklog is not None
+    result["scheduler"] = f"SCHED_FIFO {RUNTIME_RT_PRIORITY}/{ROBOT_RT_PRIORITY}" if fifo else "default"
+    return result
+
+
+def _ms(value: float) -> str:
+    return f"{value * 1e3:.3f}"
+
+
+def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    lines = [
+        "# Control loop timing (benchmarks/control_loop.py)",
+        "",
+        f"Policy: {meta['policy']}. Robot: SimRobot real-time over a pty, delay {DELAY_STEPS} steps. "
+        f"Backend: ort-cpu. {meta['seconds']} s per case. Machine: {meta['machine']}; load average at start "
+        f"{meta['loadavg']}.",
+        "",
+        "Latency = state frame in -> command frame out. Jitter = |interval between consecutive commands - period|. "
+        "Wake late = tick start - its scheduled time. Overruns = ticks that ended after their deadline or were "
+        "skipped.",
+        "",
+        "| rate | scheduler (runtime/robot) | tick log | ticks | latency p50 ms | latency p99 ms | latency max ms | "
+        "jitter p50 ms | "
+        "jitter p99 ms | jitter max ms | wake late p99 ms | overruns | runtime ru_maxrss MB | VmHWM MB | "
+        "robot holds | "
+        "tick p99 <= 1 ms | jitter p99 <= 2 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        t = r["timing"]
+        lines.append(
+            f"| {r['rate_hz']:g} Hz | {r['scheduler']} | {'on' if r['ticklog'] else 'off'} | {int(t['latency_s_n'])} | "
+            f"{_ms(t['latency_s_p50'])} | {_ms(t['latency_s_p99'])} | {_ms(t['latency_s_max'])} | "
+            f"{_ms(t['jitter_s_p50'])} | {_ms(t['jitter_s_p99'])} | {_ms(t['jitter_s_max'])} | "
+            f"{_ms(t['wake_late_s_p99'])} | {int(t['overruns'])} | {r['ru_maxrss_mb']:.1f} | {r['vm_hwm_mb']:.1f} | "
+            f"{r['robot'].get('holds', 0)} | {'yes' if t['latency_s_p99'] <= TARGET_TICK_P99_S else 'NO'} | "
+            f"{'yes' if t['jitter_s_p99'] <= TARGET_JITTER_P99_S else 'NO'} |"
+        )
+    heavy = sorted({m for r in results for m in r["heavy_modules_loaded"]}) or "none"
+    lines += [
+        "",
+        f"Runtime RSS target < {TARGET_RSS_MB:g} MB: "
+        + ("met" if all(r["ru_maxrss_mb"] < TARGET_RSS_MB for r in results) else "NOT met")
+        + f". Heavy modules imported by the runtime process: {heavy}.",
+        "Orchestrator peak RSS (builds the model and goals, imports torch + MuJoCo): "
+        f"{meta['orchestrator_rss_mb']:.1f} MB.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    import os
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="run time per case (seconds)")
+    args = parser.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    meta: dict[str, Any] = {
+        "seconds": args.seconds,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+    variants = ((True, False), (True, True), (False, True))  # (tick log, SCHED_FIFO)
+    cases = [(rate, with_log, fifo) for rate in RATES_HZ for with_log, fifo in variants]
+    runtimes = [start_runtime() for _ in cases]  # before torch / MuJoCo make this process large
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        model, meta["policy"] = _model_path(workdir)
+        goals, seeds = _goals(N_GOALS)
+        for index, (runtime, (rate, with_log, fifo)) in enumerate(zip(runtimes, cases, strict=True)):
+            ticks = int(args.seconds * rate)
+            ticklog = str(workdir / f"ticks_{index}.tlog") if with_log else None
+            result = run_case(runtime, rate, ticks, model, goals, seeds, ticklog, fifo)
+            results.append(result)
+            t = result["timing"]
+            print(
+                f"{rate:g} Hz log={'on' if with_log else 'off'} {result['scheduler']}: "
+                f"latency p50 {_ms(t['latency_s_p50'])} ms "
+                f"p99 {_ms(t['latency_s_p99'])} ms, jitter p99 {_ms(t['jitter_s_p99'])} ms, overruns "
+                f"{int(t['overruns'])}, RSS {result['ru_maxrss_mb']:.1f} MB",
+                flush=True,
+            )
+    meta["orchestrator_rss_mb"] = _peak_rss_mb()[0]
+    (RESULTS / "control_loop.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
+    (RESULTS / "control_loop.md").write_text(markdown(results, meta))
+    print(markdown(results, meta))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Settings of the control loop (``deploy.runtime.loop.Controller``). Units: seconds, control steps, metres."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_RT_PRIORITY = 99  # SCHED_FIFO priorities on Linux
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """How the loop runs. Units: seconds, control steps, metres.
+
+    :param period_s: control period (None: the contract's ``control_period_s``).
+    :param max_episode_steps: policy commands per episode (control steps).
+    :param success_radius_m: an episode succeeds when its final gripper position is closer than this to the goal.
+    :param hold_ticks: fresh states in a row, answered with the hold, before the first episode and after recovery.
+    :param startup_timeout_s: raise if no valid state arrives this long after connecting.
+    :param recover: after a safe stop, resume when the robot answers again (False: end the run).
+    :param recover_timeout_s: end the run if the robot stays silent this long in safe stop.
+    :param home_retry_ticks: resend HomeMsg when its HOMED state has not come after this many ticks.
+    :param delay_steps: commands in flight, for the barrier (None: the contract's ``history_len``).
+    :param max_ticks: end the run after this many ticks (None: when the goals run out).
+    :param reconnect_interval_s: after a port failure, reopen the port at most this often.
+    :param realtime_priority: run the loop's thread under SCHED_FIFO at this priority (1..99; Linux, needs root or
+        CAP_SYS_NICE); None keeps the default scheduler. The previous policy is restored when the run ends.
+    :param freeze_gc: move everything allocated before the loop into the GC's permanent generation, so a
+        collection during a tick only scans the loop's own young objects.
+    """
+
+    period_s: float | None = None
+    max_episode_steps: int = 50
+    success_radius_m: float = 0.05
+    hold_ticks: int = 3
+    startup_timeout_s: float = 5.0
+    recover: bool = True
+    recover_timeout_s: float = 60.0
+    home_retry_ticks: int = 5
+    delay_steps: int | None = None
+    max_ticks: int | None = None
+    reconnect_interval_s: float = 0.5
+    realtime_priority: int | None = None
+    freeze_gc: bool = True
+
+    def __post_init__(self) -> None:
+        if self.realtime_priority is not None and not 1 <= self.realtime_priority <= MAX_RT_PRIORITY:
+            raise ValueError(f"realtime_priority must be in 1..{MAX_RT_PRIORITY} or None, got {self.realtime_priority}")
+        for name in ("max_episode_steps", "hold_ticks", "home_retry_ticks"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("startup_timeout_s", "recover_timeout_s", "success_radius_m", "reconnect_interval_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.period_s is not None and not self.period_s > 0:
+            raise ValueError(f"period_s must be > 0 seconds, got {self.period_s}")
