@@ -143,3 +143,37 @@ def test_bad_probe_and_non_callable_are_refused() -> None:
         PolicySlot(lambda o: o, probe=np.zeros(3, dtype=np.float32))
     with pytest.raises(TypeError, match="callable"):
         PolicySlot(42)  # type: ignore[arg-type]
+
+
+def test_real_controller_swaps_policies_between_ticks() -> None:
+    """The control loop (lock-step SimRobot over a pty) reads the slot once per tick: a swap requested during
+    tick N is used from tick N + 1 on, and every proposal comes whole from one policy."""
+    from loop_fixtures import FAST_PERIOD_S, WIDE_BOX, DelayAwareP, limits, run_loop, seeded_goals
+
+    from deploy.runtime.loop import LoopConfig
+
+    steps = 20
+    old, new = DelayAwareP(gain=1.0), DelayAwareP(gain=0.5)
+    probe = np.zeros((1, old.contract.flat_dim), dtype=np.float32)  # DelayAwareP takes batch 1
+    probe[:, -3:] = 1.0  # a goal 1 m away: both policies saturate differently from the gain
+    slot = PolicySlot(old, label="old", probe=probe)
+    swapped_at: list[int] = []
+
+    def on_tick(controller, record) -> None:
+        if record is not None and record.episode_id == 1 and not swapped_at:
+            swapped_at.append(record.tick)
+            slot.swap(new, label="new")
+
+    config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=steps, max_ticks=400)
+    run = run_loop(slot, seeded_goals([0, 1, 2]), config, limits(WIDE_BOX), on_tick=on_tick)
+    policy_ticks = [r for r in run.records if r.obs_flat.size and r.episode_id >= 0]
+    assert len(policy_ticks) == 3 * steps
+    distinguishable = 0
+    for r in policy_ticks:
+        by_old = np.asarray(old(r.obs_flat[None]), dtype=np.float64)[0]
+        by_new = np.asarray(new(r.obs_flat[None]), dtype=np.float64)[0]
+        expected = by_old if r.tick <= swapped_at[0] else by_new
+        np.testing.assert_array_equal(r.proposed, expected)
+        distinguishable += not np.array_equal(by_old, by_new)
+    assert distinguishable > steps  # the two policies disagree on most ticks, so the check has teeth
+    assert slot.entry().label == "new"
