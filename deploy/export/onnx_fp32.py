@@ -45,7 +45,7 @@ def export_onnx(module: torch.nn.Module, flat_dim: int, path: str | Path) -> Pat
             str(path),
             input_names=[INPUT_NAME],
             output_names=[OUTPUT_NAME],
-            dynamic_shapes={"obs": {0: torch.export.Dim(BATCH_DIM)}},
+            dynamic_shapes=({0: torch.export.Dim(BATCH_DIM)},),  # positional: any forward argument name
             opset_version=ONNX_OPSET,
             dynamo=True,
             optimize=True,

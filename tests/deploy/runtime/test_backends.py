@@ -267,3 +267,31 @@ def test_native_tensorrt_reports_missing_cuda_python(monkeypatch: pytest.MonkeyP
         monkeypatch.setitem(sys.modules, name, None)  # None in sys.modules makes the import fail
     with pytest.raises(BackendUnavailableError, match="cuda-python"):
         backends._import_cudart()
+
+
+@pytest.mark.filterwarnings("ignore:Specified provider")
+def test_tensorrt_execution_provider_gets_fp16_and_a_batch_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the ort-trt backend asks onnxruntime for (it cannot start here: the fallback is then refused)."""
+    calls: list[list] = []
+    real_session, real_providers = ort.InferenceSession, ort.get_available_providers
+
+    def recording_session(model: bytes, options: ort.SessionOptions, providers: list) -> ort.InferenceSession:
+        calls.append(providers)
+        assert options.intra_op_num_threads == 1
+        return real_session(model, options, providers=["CPUExecutionProvider"])
+
+    monkeypatch.setattr(ort, "InferenceSession", recording_session)
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["TensorrtExecutionProvider", *real_providers()])
+    with pytest.raises(BackendUnavailableError, match="TensorrtExecutionProvider"):
+        make_backend("ort-trt", linear_onnx(), max_batch=16, trt_cache_dir="/tmp/trt_cache")
+    name, trt_options = calls[-1][0]
+    assert name == "TensorrtExecutionProvider"
+    d = CONTRACT.flat_dim
+    assert trt_options["trt_fp16_enable"] is True
+    assert trt_options["trt_profile_min_shapes"] == f"obs:1x{d}"
+    assert trt_options["trt_profile_max_shapes"] == f"obs:16x{d}"
+    assert trt_options["trt_engine_cache_path"] == "/tmp/trt_cache"
+    assert [p if isinstance(p, str) else p[0] for p in calls[-1][1:]] == [
+        "CUDAExecutionProvider",
+        "CPUExecutionProvider",
+    ]
