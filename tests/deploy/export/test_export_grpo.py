@@ -14,7 +14,7 @@ from deploy.export.verify import PARITY_TOLERANCE, SUCCESS_TOLERANCE_PP
 from deploy.runtime.package import load_package
 
 POINT_STEPS = 9_600  # ~4 s on one core; enough for a policy that reaches some goals
-FETCH_STEPS = 3_200  # tiny: the Fetch check is about the export path, not the policy's quality
+FETCH_STEPS = 9_600  # the DESIGN prototype budget: a policy that succeeds often enough to compare
 SEED = 0
 
 
