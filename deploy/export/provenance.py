@@ -76,4 +76,5 @@ def algorithm_provenance(model: Any) -> dict[str, Any]:
         "total_timesteps": int(getattr(model, "num_timesteps", 0)),
         "seed": getattr(model, "seed", None),
         "final_success_rate": final_success,
+        "final_success_source": "mean is_success of the last training episodes (ep_success_buffer, sampled actions)",
     }
