@@ -95,6 +95,7 @@ class SimRobot:
     :param obs_noise_std_m: gripper position noise std, metres (None: the calibration file's).
     :param calibration: calibration file path (None: ``calibration/sim_fetch.yaml``).
     :param control_period_s: real-time period and the unit of ``reply_delay_periods`` (None: the contract's 0.04 s).
+    :param action_gain: actuator gain error of the simulated arm (1.1 = moves 10% further than commanded).
     :param seed: seed of the first episode and of the fault injection RNG.
     :param faults: fault switches (a fresh ``SimFaults`` if None).
     """
@@ -107,6 +108,7 @@ class SimRobot:
         obs_noise_std_m: float | None = None,
         calibration: str | None = None,
         control_period_s: float | None = None,
+        action_gain: float = 1.0,
         seed: int = 0,
         faults: SimFaults | None = None,
     ) -> None:
@@ -117,6 +119,7 @@ class SimRobot:
             obs_noise_std_m=obs_noise_std_m,
             calibration=calibration,
             max_episode_steps=NO_TRUNCATION_STEPS,
+            action_gain=action_gain,
         )
         self.contract = self.env.contract
         self.period_s = float(control_period_s or self.contract.control_period_s)

@@ -87,8 +87,11 @@ SCHEMAS: dict[str, Section] = {
             "variant": Field("str", "fp32", choices=VARIANTS),
             "robot": ROBOT,
             "calibration": Field("path", None, nullable=True, doc="calibration file for the safety filter's box"),
+            "goals_file": Field("path", None, nullable=True, doc="YAML list of [x, y, z] targets (metres)"),
             "episodes": Field("int", 20, low=1),
-            "seed": Field("int", 0, low=0, doc="seed of the goal sequence"),
+            "episode_steps": Field("int", 50, low=1, high=10_000, doc="control steps per target"),
+            "seed": Field("int", 0, low=0, doc="seed of the goal sequence (sim robot: the env's seeded goals)"),
+            "realtime_priority": Field("int", None, low=1, high=99, nullable=True, doc="SCHED_FIFO priority"),
             "output": Field("path", "runs"),
         }
     ),

@@ -1,0 +1,145 @@
+"""``robot-grpo run``: the safe controller on the simulated robot (a pty) or a real serial port.
+
+Robot side: this job imports the runtime (numpy, pyserial, onnxruntime) and, only for the simulated robot,
+MuJoCo. Writes the tick log, ``run_report.json`` and a latency histogram under ``runs/<name>/``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from launch.jobs import write_resolved
+from launch.schema import LaunchError
+
+TICKLOG_NAME = "ticks.tlog"
+HOME_TICKS_PER_EPISODE = 4  # ticks spent homing and holding between episodes
+EXTRA_TICKS = 50  # startup hold and slack before the tick limit ends a run
+
+
+def sim_goals(seeds: list[int], delay: int) -> np.ndarray:
+    """The targets the simulated task draws for these seeds (the same goals a pure-sim evaluation serves)."""
+    from envs.delayed_fetch_reach import DelayedFetchReachEnv
+
+    env = DelayedFetchReachEnv(delay=delay)
+    try:
+        goals = []
+        for seed in seeds:
+            env.reset(seed=seed)
+            goals.append(env.goal.copy())
+        return np.stack(goals)
+    finally:
+        env.close()
+
+
+def read_goals_file(path: str | Path, episodes: int) -> np.ndarray:
+    """Targets from a YAML list of [x, y, z] (metres), cycled to ``episodes`` targets."""
+    data = yaml.safe_load(Path(path).read_text())
+    goals = np.asarray(data, dtype=np.float64) if isinstance(data, list) and data else None
+    if goals is None or goals.ndim != 2 or goals.shape[1] != 3:
+        raise LaunchError(f"{path}: expected a YAML list of [x, y, z] targets in metres")
+    return goals[np.arange(episodes) % len(goals)]
+
+
+def start_robot(robot: dict[str, Any], seed: int) -> tuple[str, Any]:
+    """The port to connect to, and the simulated robot process (None for a real port)."""
+    if robot["kind"] == "serial":
+        if not robot["port"]:
+            raise LaunchError("'robot.port' is required when 'robot.kind' is serial (e.g. /dev/ttyUSB0)")
+        return robot["port"], None
+    from envs.sim_robot import SimRobotProcess
+
+    process = SimRobotProcess(
+        mode="lockstep" if robot["lockstep"] else "realtime",
+        delay=robot["delay"],
+        obs_noise_std_m=robot["obs_noise_std_m"],
+        action_gain=robot["action_gain"],
+        seed=seed,
+    )
+    return process.port_name, process
+
+
+def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """Run the controller as the launch config says; returns the run summary (also in run_report.json)."""
+    from calibration.schema import DEFAULT_SIM_CALIBRATION, load_calibration
+    from deploy.runtime.goals import GoalSource
+    from deploy.runtime.loop import Controller
+    from deploy.runtime.loop_config import LoopConfig
+    from deploy.runtime.package import load_package
+    from deploy.runtime.safety import SafetyLimits
+    from deploy.runtime.ticklog import TickLogWriter
+
+    package = load_package(config["package"])
+    contract = package.contract
+    policy = package.make_backend(config["backend"], config["variant"])
+    calibration = load_calibration(config["calibration"] or DEFAULT_SIM_CALIBRATION)
+    limits = SafetyLimits.from_calibration(calibration, contract)
+    episodes, robot = config["episodes"], config["robot"]
+    seeds = [config["seed"] + i for i in range(episodes)]
+    if config["goals_file"]:
+        targets = read_goals_file(config["goals_file"], episodes)
+    elif robot["kind"] == "sim":
+        targets = sim_goals(seeds, robot["delay"])
+    else:
+        raise LaunchError("'goals_file' is required on a real robot: the targets of the line, [x, y, z] metres")
+    goals = GoalSource(targets, seeds, workspace=(calibration.workspace_low, calibration.workspace_high))
+    steps = config["episode_steps"]
+    loop_config = LoopConfig(
+        max_episode_steps=steps,
+        max_ticks=episodes * (steps + HOME_TICKS_PER_EPISODE) + EXTRA_TICKS,
+        realtime_priority=config["realtime_priority"],
+    )
+    port, process = start_robot(robot, config["seed"])
+    ticklog = TickLogWriter(run_dir / TICKLOG_NAME)
+    try:
+        report = Controller(port, contract, policy, limits, goals, loop_config, ticklog=ticklog).run()
+    finally:
+        ticklog.close()
+        if process is not None:
+            process.stop()
+    summary = {
+        "package": str(config["package"]),
+        "backend": config["backend"],
+        "variant": config["variant"],
+        "robot": robot,
+        "episodes": len(report.episodes),
+        "success_rate": report.success_rate,
+        "timing": report.timing,
+        "interventions": report.interventions,
+        "counts": report.counts,
+        "ticks": report.ticks,
+        "ticklog": str(run_dir / TICKLOG_NAME),
+        "episode_results": [
+            {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(e).items()} for e in report.episodes
+        ],
+    }
+    (run_dir / "run_report.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def tick_latencies(ticklog_path: Path) -> np.ndarray:
+    """Per-tick latency (seconds) of the commanded ticks, read back from the tick log."""
+    from deploy.runtime.ticklog import read_ticklog
+
+    return np.asarray([r.latency_s for r in read_ticklog(ticklog_path) if r.latency_s > 0], dtype=np.float64)
+
+
+def main(config: dict[str, Any]) -> int:
+    from launch.report import plot_latency_histogram
+
+    run_dir = Path(config["output"]) / config["name"]
+    write_resolved(config, run_dir)
+    summary = run(config, run_dir)
+    plot_latency_histogram(tick_latencies(Path(summary["ticklog"])), run_dir / "latency.png", "control tick latency")
+    timing = summary["timing"]
+    print(
+        f"{summary['episodes']} episodes, success {100 * summary['success_rate']:.0f}%, tick latency p99 "
+        f"{timing['latency_s_p99'] * 1e3:.2f} ms, jitter p99 {timing['jitter_s_p99'] * 1e3:.2f} ms, "
+        f"overruns {timing['overruns']:.0f}, interventions {summary['interventions']} -> {run_dir}"
+    )
+    return 0
