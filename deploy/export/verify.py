@@ -59,6 +59,11 @@ def latency_us(call: Any, obs: np.ndarray, n_calls: int) -> dict[str, float]:
     }
 
 
+def success_gap_pp(success_rate: float, reference_rate: float) -> float:
+    """success_rate - reference_rate in percentage points, rounded to 1e-6 pp (so 73% vs 74% is exactly 1.0 pp)."""
+    return round(100.0 * (success_rate - reference_rate), 6)
+
+
 def check_report(report: dict[str, Any]) -> list[str]:
     """Every tolerance the report breaks, as readable lines (empty when the package passes)."""
     problems = []
@@ -67,11 +72,11 @@ def check_report(report: dict[str, Any]) -> list[str]:
         limit = PARITY_TOLERANCE[variant]
         if row["parity"]["max_abs"] > limit:
             problems.append(f"{variant}: max |action - torch| {row['parity']['max_abs']:.3g} > {limit:g}")
-        drop_pp = 100.0 * (torch_success - row["success_rate"])
-        if abs(drop_pp) > SUCCESS_TOLERANCE_PP:
+        gap_pp = success_gap_pp(row["success_rate"], torch_success)
+        if abs(gap_pp) > SUCCESS_TOLERANCE_PP:
             problems.append(
                 f"{variant}: closed-loop success {row['success_rate']:.1%} vs torch {torch_success:.1%} "
-                f"({drop_pp:+.1f} pp, limit {SUCCESS_TOLERANCE_PP:g} pp)"
+                f"({gap_pp:+.1f} pp, limit +-{SUCCESS_TOLERANCE_PP:g} pp)"
             )
     return problems
 

@@ -10,7 +10,7 @@ import pytest
 
 from deploy.export.exporter import ExportConfig, export_package
 from deploy.export.rollouts import make_env
-from deploy.export.verify import PARITY_TOLERANCE, SUCCESS_TOLERANCE_PP
+from deploy.export.verify import PARITY_TOLERANCE, SUCCESS_TOLERANCE_PP, success_gap_pp
 from deploy.runtime.package import load_package
 
 POINT_STEPS = 9_600  # ~4 s on one core; enough for a policy that reaches some goals
@@ -45,7 +45,7 @@ def test_grpo_checkpoint_exports_with_parity_and_closed_loop_within_tolerance(gr
             f"success {row['success_rate']:.2f} (torch {torch_success:.2f})"
         )
         assert row["parity"]["max_abs"] <= PARITY_TOLERANCE[variant]
-        assert abs(100 * (row["success_rate"] - torch_success)) <= SUCCESS_TOLERANCE_PP
+        assert abs(success_gap_pp(row["success_rate"], torch_success)) <= SUCCESS_TOLERANCE_PP
 
 
 def test_grpo_provenance_is_recorded(grpo_point: tuple[Path, object]) -> None:

@@ -14,7 +14,7 @@ from export_fixtures import POINT_ENV_ID, POINT_ENV_KWARGS, TinyGoalPolicy, flip
 from deploy.contract import point_reach_contract
 from deploy.export.onnx_fp32 import check_onnx
 from deploy.export.rollouts import closed_loop_success, collect_observations, make_env
-from deploy.export.verify import PARITY_TOLERANCE, SUCCESS_TOLERANCE_PP
+from deploy.export.verify import PARITY_TOLERANCE, SUCCESS_TOLERANCE_PP, success_gap_pp
 from deploy.runtime.package import PackageError, load_package
 
 
@@ -69,7 +69,7 @@ def test_closed_loop_through_the_loaded_package_matches_torch(point_package: Pat
     for variant in ("fp32", "fp16", "int8"):
         success = closed_loop_success(env, package.make_backend("ort-cpu", variant), seeds).mean()
         assert success == pytest.approx(report["variants"][variant]["success_rate"])
-        assert abs(100 * (success - torch_success)) <= SUCCESS_TOLERANCE_PP, variant
+        assert abs(success_gap_pp(success, torch_success)) <= SUCCESS_TOLERANCE_PP, variant
 
 
 def test_env_dict_observation_through_contract_and_onnx_equals_torch_on_the_dict(

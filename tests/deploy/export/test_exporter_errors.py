@@ -71,3 +71,16 @@ def test_arguments_are_checked(bc_policy: TinyGoalPolicy, tmp_path: Path) -> Non
         export_package(bc_policy, tmp_path / "new", POINT_ENV_ID, POINT_ENV_KWARGS)
     with pytest.raises(TypeError, match="cannot export a dict"):
         exporter.load_policy({"weights": 1})
+
+
+def test_one_episode_in_a_hundred_is_exactly_one_percentage_point() -> None:
+    assert 100 * (0.73 - 0.74) != -1.0  # the float trap this guards against
+    assert verify.success_gap_pp(0.73, 0.74) == -1.0
+    report = {
+        "torch": {"success_rate": 0.73},
+        "variants": {
+            "int8": {"parity": {"max_abs": 0.0}, "success_rate": 0.74},
+            "fp16": {"parity": {"max_abs": 0.0}, "success_rate": 0.71},
+        },
+    }
+    assert verify.check_report(report) == ["fp16: closed-loop success 71.0% vs torch 73.0% (-2.0 pp, limit +-1 pp)"]
