@@ -87,7 +87,10 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         targets = sim_goals(seeds, robot["delay"])
     else:
         raise LaunchError("'goals_file' is required on a real robot: the targets of the line, [x, y, z] metres")
-    goals = GoalSource(targets, seeds, workspace=(calibration.workspace_low, calibration.workspace_high))
+    # Targets given by the user must lie in the calibrated box; the sim task's own seeded goals may sit just
+    # below it (FetchReach draws z down to 0.385 m), where the filter stops the arm at the box, as on a robot.
+    box = (calibration.workspace_low, calibration.workspace_high)
+    goals = GoalSource(targets, seeds, workspace=box if config["goals_file"] else None)
     steps = config["episode_steps"]
     loop_config = LoopConfig(
         max_episode_steps=steps,
