@@ -19,7 +19,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
-from test_package import BIAS, CONTRACT, WEIGHT, linear_onnx
+from package_fixtures import BIAS, CONTRACT, WEIGHT, linear_onnx
 
 from deploy.runtime import backends
 from deploy.runtime.backends import (
