@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
@@ -25,7 +25,7 @@ from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedul
 from stable_baselines3.common.vec_env import VecEnv
 
 from robot_grpo.advantages import ADVANTAGE_SCALES
-from robot_grpo.buffers import GroupRolloutBuffer, HindsightGroupBuffer
+from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer
 from robot_grpo.group_reset import group_reset
 from robot_grpo.losses import clip_fraction, clipped_surrogate, k3_kl
 from robot_grpo.policies import GoalGaussianPolicy, flatten_obs_np
@@ -353,7 +353,7 @@ class GRPO(BaseAlgorithm):
             group["lr"] = lr
         return lr
 
-    def _minibatches(self):
+    def _minibatches(self) -> Iterator[GroupRolloutSamples]:
         """The buffer's shuffled minibatches, shuffled with this model's generator when the buffer accepts one."""
         if isinstance(self.rollout_buffer, GroupRolloutBuffer):
             return self.rollout_buffer.get(self.batch_size, generator=self._th_gen)

@@ -22,6 +22,7 @@ OBS_KEYS = ("observation", "achieved_goal", "desired_goal")
 DEFAULT_NET_ARCH = (64, 64)
 DEFAULT_LOG_STD_INIT = -0.5
 DEFAULT_NORM_CLIP = 5.0
+DEFAULT_NORM_STD_MIN = 1e-2  # observation units (metres, metres per control step, action units)
 NORM_EPS = 1e-8
 HIDDEN_GAIN = math.sqrt(2.0)
 LOG_2PI = math.log(2.0 * math.pi)
@@ -58,14 +59,19 @@ def flatten_obs_np(obs: dict[str, np.ndarray] | np.ndarray) -> np.ndarray:
 class RunningNormalizer(nn.Module):
     """Running mean/variance (parallel Welford) of flat observations; output clipped to +-``clip`` std.
 
-    The statistics are buffers, so they are saved in the state dict and exported with the policy.
+    ``(x - mean) / max(std, std_min)``: the floor keeps near-constant features (Fetch's finger positions jitter
+    by ~1e-6 m) from being blown up into unit-variance noise. The statistics are buffers, so they are saved in
+    the state dict and exported with the policy.
     """
 
-    def __init__(self, dim: int, clip: float = DEFAULT_NORM_CLIP) -> None:
+    def __init__(self, dim: int, clip: float = DEFAULT_NORM_CLIP, std_min: float = DEFAULT_NORM_STD_MIN) -> None:
         super().__init__()
         if clip <= 0:
             raise ValueError(f"normalizer clip must be > 0 (in standard deviations), got {clip}")
+        if std_min < 0:
+            raise ValueError(f"normalizer std_min must be >= 0 (observation units), got {std_min}")
         self.clip = float(clip)
+        self.std_min = float(std_min)
         self.register_buffer("mean", th.zeros(dim))
         self.register_buffer("var", th.ones(dim))
         self.register_buffer("count", th.zeros((), dtype=th.float64))
@@ -87,7 +93,8 @@ class RunningNormalizer(nn.Module):
         self.count.fill_(total)
 
     def forward(self, x: th.Tensor) -> th.Tensor:
-        return th.clamp((x - self.mean) / th.sqrt(self.var + NORM_EPS), -self.clip, self.clip)
+        std = th.clamp(th.sqrt(self.var + NORM_EPS), min=self.std_min)
+        return th.clamp((x - self.mean) / std, -self.clip, self.clip)
 
 
 def build_mlp(
@@ -139,6 +146,7 @@ class GoalGaussianPolicy(BasePolicy):
     :param ortho_init: orthogonal initialization of the hidden layers (gain sqrt 2).
     :param normalize_obs: keep a running observation normalizer inside the policy.
     :param norm_clip: normalized observations are clipped to +- this many standard deviations.
+    :param norm_std_min: floor of the normalizer's standard deviation (observation units).
     :param optimizer_class: torch optimizer class.
     :param optimizer_kwargs: extra optimizer arguments.
     """
@@ -154,6 +162,7 @@ class GoalGaussianPolicy(BasePolicy):
         ortho_init: bool = True,
         normalize_obs: bool = True,
         norm_clip: float = DEFAULT_NORM_CLIP,
+        norm_std_min: float = DEFAULT_NORM_STD_MIN,
         optimizer_class: type[th.optim.Optimizer] = th.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
     ) -> None:
@@ -174,10 +183,11 @@ class GoalGaussianPolicy(BasePolicy):
         self.ortho_init = bool(ortho_init)
         self.normalize_obs = bool(normalize_obs)
         self.norm_clip = float(norm_clip)
+        self.norm_std_min = float(norm_std_min)
         self.obs_dim = flat_obs_dim(observation_space)
         self.action_dim = int(np.prod(action_space.shape))
 
-        self.obs_normalizer = RunningNormalizer(self.obs_dim, norm_clip)
+        self.obs_normalizer = RunningNormalizer(self.obs_dim, norm_clip, norm_std_min)
         self.mean_net = build_mlp(self.obs_dim, self.action_dim, self.net_arch, activation_fn, self.ortho_init)
         self.log_std = nn.Parameter(th.full((self.action_dim,), self.log_std_init))
         self.register_buffer("action_low", th.as_tensor(action_space.low, dtype=th.float32).flatten())
@@ -193,6 +203,7 @@ class GoalGaussianPolicy(BasePolicy):
             ortho_init=self.ortho_init,
             normalize_obs=self.normalize_obs,
             norm_clip=self.norm_clip,
+            norm_std_min=self.norm_std_min,
             lr_schedule=self._dummy_schedule,
             optimizer_class=self.optimizer_class,
             optimizer_kwargs=self.optimizer_kwargs,
@@ -244,7 +255,7 @@ class GoalGaussianPolicy(BasePolicy):
         """
         normalizer = self.obs_normalizer
         if not self.normalize_obs:
-            normalizer = RunningNormalizer(self.obs_dim, clip=math.inf).to(self.device)
+            normalizer = RunningNormalizer(self.obs_dim, clip=math.inf, std_min=0.0).to(self.device)
         return ExportModule(normalizer, self.mean_net, self.action_low.cpu().numpy(), self.action_high.cpu().numpy())
 
 
