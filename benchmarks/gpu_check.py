@@ -5,8 +5,10 @@ Backends checked (each one that is not available here is reported as skipped, wi
 
 - ``ort-cuda`` on ``policy.onnx`` (fp32) and ``policy_fp16.onnx``;
 - ``ort-trt`` on ``policy.onnx`` (TensorRT execution provider with fp16 enabled);
-- ``tensorrt``: the native engine built here from the package (``deploy.export.tensorrt_build``), in a copy of
-  the package so the original is left as it was.
+- ``tensorrt``: the native engine built here from the package (``deploy.export.tensorrt_build``, which also
+  self-tests it), in a copy of the package so the original is left as it was.
+
+Each backend also runs the package's shipped self-test (torch actions recorded at export) and must pass it.
 
 Observations: sim rollouts of the package's own fp32 policy in the env named in its manifest (so the check
 sees the states the robot will see). Tolerance against ort-cpu fp32: the fp16 parity tolerance (2e-3).
@@ -35,7 +37,7 @@ from deploy.export.rollouts import collect_observations, make_env
 from deploy.export.tensorrt_build import TensorRTUnavailableError, build_into_package, tensorrt_status
 from deploy.export.verify import PARITY_TOLERANCE, latency_us, parity
 from deploy.runtime.backends import BackendUnavailableError, available_backends
-from deploy.runtime.package import load_package
+from deploy.runtime.package import PackageError, load_package
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CHECK_BATCH = 64
@@ -95,12 +97,18 @@ def run_check(package_dir: Path, n_obs: int, calls: int) -> dict[str, Any]:
         for name, backend_name, variant in ROWS:
             row: dict[str, Any] = {"row": name, "backend": backend_name, "variant": variant}
             try:
-                backend = package.make_backend(backend_name, variant)
+                backend = package.make_backend(backend_name, variant, self_test=False)  # self-tested just below
             except (BackendUnavailableError, ValueError, OSError) as exc:
                 result["rows"].append({**row, "status": "skipped", "detail": str(exc)})
                 continue
+            if package.manifest.get("selftest"):
+                try:
+                    row["selftest_max_abs"] = package.self_test(backend, variant)
+                except PackageError as exc:
+                    row["selftest_failed"] = str(exc)
             row["parity"] = parity(reference, batched(backend, obs))
-            row["passed"] = row["parity"]["max_abs"] <= TOLERANCE or backend_name == "ort-cpu"
+            within = row["parity"]["max_abs"] <= TOLERANCE or backend_name == "ort-cpu"
+            row["passed"] = within and "selftest_failed" not in row
             row["latency_batch1"] = latency_us(backend, obs, calls)
             row["latency_batch64"] = latency_us(lambda x, b=backend: b(obs[:CHECK_BATCH]), obs, max(1, calls // 8))
             result["rows"].append({**row, "status": "ran"})

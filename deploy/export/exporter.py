@@ -29,18 +29,20 @@ from deploy.export.onnx_fp32 import export_onnx, torch_actions
 from deploy.export.provenance import algorithm_provenance, jsonable, library_versions
 from deploy.export.rollouts import closed_loop_success, collect_observations, env_contract, make_env
 from deploy.export.tensorrt_build import BUILD_COMMAND, TensorRTUnavailableError, build_engine
-from deploy.export.verify import check_report, latency_us, parity, write_report
+from deploy.export.verify import PARITY_TOLERANCE, check_report, latency_us, parity, write_report
 from deploy.runtime.backends import INPUT_NAME, OUTPUT_NAME, OrtBackend
 from deploy.runtime.package import (
     EWC_FILE,
     MANIFEST_NAME,
     PACKAGE_FORMAT_VERSION,
+    SELFTEST_FILE,
     VARIANT_FILES,
     sha256_file,
     write_manifest,
 )
 
 MIN_PARITY_OBS = 10_000
+SELFTEST_OBS = 1_024  # observations (and torch actions) shipped for the on-target self-test
 PACKAGE_PLACEHOLDER = "<this package folder>"  # the package is copied to the robot: its path there is not known
 MIN_EPISODES = 100
 EVAL_BATCH = 1024
@@ -243,6 +245,8 @@ def _build_variants(
         ]
     )
     reference = torch_actions(module, parity_obs)
+    picks = np.linspace(0, len(parity_obs) - 1, min(SELFTEST_OBS, len(parity_obs))).astype(int)
+    np.savez(work / SELFTEST_FILE, obs=parity_obs[picks], actions=reference[picks])
     seeds = list(range(config.episode_seed, config.episode_seed + config.n_episodes))
     report: dict[str, Any] = {
         "env_id": env_id,
@@ -325,6 +329,13 @@ def _manifest(
         "variants": variants,
         "engine": engine,
         "ewc": None if ewc_anchor is None else {"file": EWC_FILE, **jsonable(ewc_anchor.meta)},
+        "selftest": {
+            "file": SELFTEST_FILE,
+            "n_obs": min(SELFTEST_OBS, config.n_parity_obs),
+            "meaning": "obs from the parity rollouts and the torch policy's actions on them; every backend made from "
+            "this package must reproduce them within its variant's tolerance (action units)",
+            "tolerance": {**PARITY_TOLERANCE, "engine": PARITY_TOLERANCE["fp16"]},
+        },
         "provenance": jsonable(provenance),
         "export_config": jsonable(asdict(config)),
         "checks": {"passed": not report["problems"], "problems": report["problems"]},

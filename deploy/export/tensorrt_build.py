@@ -11,12 +11,17 @@ package module only (no torch), so it runs where the robot runs.
 Precision modes:
 
 - ``flag`` (TensorRT 10.x): parse the fp32 ``policy.onnx`` and set ``BuilderFlag.FP16``: TensorRT picks fp16
-  kernels where they are faster and keeps fp32 where it must;
+  kernels where they are faster; the normaliser's layers (everything upstream of the first matrix multiply) are
+  pinned to fp32 with ``OBEY_PRECISION_CONSTRAINTS``, as in the fp16 ONNX (see ``deploy/export/fp16.py``);
 - ``strong`` (TensorRT >= 10, the only way on 11.x where the FP16 builder flag is gone): a strongly typed
   network from ``policy_fp16.onnx``, whose Cast nodes fix every tensor's precision (fp16 math, fp32 I/O);
 - ``auto``: ``strong`` when the FP16 flag does not exist (11.x), else ``flag``.
 
 The optimisation profile covers batch 1..max_batch (opt 1: the control loop runs batch 1).
+
+Self-test: right after the build, the engine runs the package's self-test observations (``selftest.npz``) and must
+reproduce the torch actions within the engine tolerance of the manifest (the fp16 one, 2e-3 action units); an
+engine that does not is deleted and the build fails. The measured error is recorded in the manifest.
 """
 
 from __future__ import annotations
@@ -108,8 +113,12 @@ def build_engine(
 
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, WORKSPACE_BYTES)
+    pinned = 0
     if mode == "flag":
         config.set_flag(trt.BuilderFlag.FP16)
+        pinned = pin_normalizer_fp32(trt, network)
+        if pinned:
+            config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
     profile = builder.create_optimization_profile()
     profile.set_shape(INPUT_NAME, (1, flat_dim), (1, flat_dim), (max_batch, flat_dim))
     config.add_optimization_profile(profile)
@@ -124,7 +133,30 @@ def build_engine(
         "mode": mode,
         "source": Path(onnx_path).name,
         "profile_batch": [1, 1, max_batch],
+        "fp32_pinned_layers": pinned,
     }
+
+
+def pin_normalizer_fp32(trt: Any, network: Any) -> int:
+    """Pin every layer upstream of the first matrix multiply (the observation normaliser) to fp32; returns how many.
+
+    Layers come in topological order; a layer is downstream once it is a matrix multiply or reads a tensor that a
+    downstream layer produced.
+    """
+    downstream: set[str] = set()
+    pinned = 0
+    for index in range(network.num_layers):
+        layer = network.get_layer(index)
+        inputs = [layer.get_input(i) for i in range(layer.num_inputs)]
+        outputs = [layer.get_output(i) for i in range(layer.num_outputs)]
+        if layer.type == trt.LayerType.MATRIX_MULTIPLY or any(t is not None and t.name in downstream for t in inputs):
+            downstream.update(t.name for t in outputs)
+            continue
+        layer.precision = trt.float32
+        for i in range(layer.num_outputs):
+            layer.set_output_type(i, trt.float32)
+        pinned += 1
+    return pinned
 
 
 def _device_name() -> str:
@@ -139,8 +171,38 @@ def _device_name() -> str:
         return f"unknown ({exc})"
 
 
-def build_into_package(package_dir: str | Path, max_batch: int = DEFAULT_MAX_BATCH, mode: str = "auto") -> Path:
-    """Verify the package, build ``policy.engine`` into it and re-seal the manifest with the engine's hash."""
+def _self_test_engine(package: Any, engine_path: Path, tolerance: float | None) -> dict[str, Any]:
+    """Run the new engine on the package's self-test set; delete it and raise when it is off (see module doc)."""
+    if not package.manifest.get("selftest"):
+        return {"selftest": "not run: the package has no self-test set"}
+    from deploy.runtime.backends import BackendUnavailableError, TensorRTBackend
+
+    try:
+        backend = TensorRTBackend(engine_path.read_bytes())
+    except BackendUnavailableError as exc:
+        engine_path.unlink()
+        raise TensorRTUnavailableError(f"engine built but cannot be run to self-test it: {exc}") from exc
+    try:
+        err = package.self_test(backend, "engine", tolerance)
+    except Exception:
+        engine_path.unlink()  # an engine that computes something else must not stay next to the package
+        raise
+    finally:
+        backend.close()
+    limit = package.manifest["selftest"]["tolerance"]["engine"] if tolerance is None else tolerance
+    return {"selftest_max_abs": err, "selftest_tolerance": limit}
+
+
+def build_into_package(
+    package_dir: str | Path,
+    max_batch: int = DEFAULT_MAX_BATCH,
+    mode: str = "auto",
+    selftest_tolerance: float | None = None,
+) -> Path:
+    """Verify the package, build ``policy.engine`` into it, self-test it and re-seal the manifest with its hash.
+
+    :param selftest_tolerance: override the manifest's engine tolerance (action units; recorded in the manifest).
+    """
     package = load_package(package_dir)
     available, reason = tensorrt_status()
     if not available:
@@ -151,6 +213,7 @@ def build_into_package(package_dir: str | Path, max_batch: int = DEFAULT_MAX_BAT
     source = package.model_path("fp16" if resolved == "strong" else "fp32")
     engine_path = package.folder / VARIANT_FILES["engine"]
     facts = build_engine(source, engine_path, max_batch=max_batch, mode=mode)
+    facts |= _self_test_engine(package, engine_path, selftest_tolerance)
     manifest = dict(package.manifest)
     manifest["files"] = {**manifest["files"], engine_path.name: sha256_file(engine_path)}
     manifest["variants"] = {**manifest["variants"], "engine": engine_path.name}
@@ -164,12 +227,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("package", type=Path, help="policy package folder")
     parser.add_argument("--max-batch", type=int, default=DEFAULT_MAX_BATCH, help="largest batch of the profile")
     parser.add_argument("--mode", choices=MODES, default="auto", help="fp16 flag (10.x) or strongly typed (11.x)")
+    parser.add_argument("--selftest-tolerance", type=float, default=None, help="override the engine tolerance")
     args = parser.parse_args(argv)
     try:
-        path = build_into_package(args.package, args.max_batch, args.mode)
+        path = build_into_package(args.package, args.max_batch, args.mode, args.selftest_tolerance)
     except TensorRTUnavailableError as exc:
         print(f"TensorRT engine not built: {exc}. Build it on the target device.", file=sys.stderr)
         return 2
+    except (RuntimeError, ValueError) as exc:  # parse/build failure, failed self-test, invalid package
+        print(f"TensorRT engine build FAILED: {exc}", file=sys.stderr)
+        return 1
     print(f"engine written to {path} and recorded in the manifest")
     return 0
 

@@ -34,6 +34,7 @@ DIGEST_FIELD = "manifest_sha256"
 _ZERO_DIGEST = "0" * 64
 _DIGEST_RE = re.compile(rb'"manifest_sha256": "([^"]*)"')
 _HASH_CHUNK_BYTES = 1 << 20
+SELFTEST_BATCH = 64  # the native engine's default profile tops out at batch 64
 
 #: Default file name of every model variant; the manifest's ``variants`` maps variant -> file.
 VARIANT_FILES: dict[str, str] = {
@@ -44,6 +45,7 @@ VARIANT_FILES: dict[str, str] = {
 }
 ONNX_VARIANTS = ("fp32", "fp16", "int8")
 EWC_FILE = "ewc.npz"
+SELFTEST_FILE = "selftest.npz"
 
 
 class PackageError(ValueError):
@@ -157,10 +159,14 @@ class PolicyPackage:
             raise PackageError(path, "sha256 changed since the package was loaded; re-copy the package")
         return data
 
-    def make_backend(self, backend: str = "ort-cpu", variant: str | None = None, **options: Any):
+    def make_backend(
+        self, backend: str = "ort-cpu", variant: str | None = None, self_test: bool = True, **options: Any
+    ):
         """An inference backend over one variant (default: ``"engine"`` for ``"tensorrt"``, else ``"fp32"``).
 
-        The model bytes are re-verified against the manifest right before they are handed to the backend.
+        The model bytes are re-verified against the manifest right before they are handed to the backend, and,
+        when the package carries a self-test set, the new backend must reproduce the torch actions within the
+        variant's tolerance (:meth:`self_test`, a few milliseconds) before it is returned.
         ``options`` go to :func:`deploy.runtime.backends.make_backend`.
         """
         from deploy.runtime.backends import make_backend
@@ -173,7 +179,46 @@ class PolicyPackage:
                 f"'engine' variant, the onnxruntime backends run {list(ONNX_VARIANTS)}"
             )
         path = self.model_path(variant)
-        return make_backend(backend, self.read_verified(path.name), **options)
+        made = make_backend(backend, self.read_verified(path.name), **options)
+        if self_test and self.manifest.get("selftest"):
+            self.self_test(made, variant)
+        return made
+
+    def self_test(self, backend: Any, variant: str, tolerance: float | None = None) -> float:
+        """Run ``backend`` on the package's self-test observations and compare with the torch actions stored at export.
+
+        ``selftest.npz`` holds float32 observations from sim rollouts (``obs`` [N, D]) and the torch policy's actions
+        on them (``actions`` [N, A]); the manifest gives each variant's tolerance (action units; ``tolerance``
+        overrides it). Returns the largest
+        |action - torch action|; raises :class:`PackageError` when it is above the tolerance, so a backend that
+        computes something else (a wrong build, a broken GPU library) is caught before the robot moves.
+        """
+        import io
+
+        import numpy as np
+
+        section = self.manifest.get("selftest")
+        if not section:
+            raise PackageError(self.folder / SELFTEST_FILE, "this package has no self-test set; re-export it")
+        tolerance = section["tolerance"].get(variant) if tolerance is None else tolerance
+        if tolerance is None:
+            raise ValueError(f"no self-test tolerance for variant {variant!r}; the manifest has {section['tolerance']}")
+        with np.load(io.BytesIO(self.read_verified(section["file"])), allow_pickle=False) as data:
+            obs, expected = data["obs"], data["actions"]
+        batch = min(SELFTEST_BATCH, getattr(backend, "max_batch", SELFTEST_BATCH))
+        actions = np.concatenate([backend(obs[i : i + batch]) for i in range(0, len(obs), batch)])
+        if actions.shape != expected.shape:
+            raise PackageError(
+                self.folder / section["file"], f"backend gave {actions.shape}, expected {expected.shape}"
+            )
+        err = float(np.max(np.abs(actions.astype(np.float64) - expected)))
+        if not err <= tolerance:  # also catches NaN
+            raise PackageError(
+                self.folder / section["file"],
+                f"self-test of variant {variant!r} on {getattr(backend, 'name', backend)}: max |action - torch action| "
+                f"{err:.3g} > tolerance {tolerance:g}; do not run this backend on the robot",
+            )
+        return err
 
     def load_ewc_anchor(self) -> dict[str, Any] | None:
         """The EWC anchor (``{"params": {name: array}, "fisher": {name: array}}``) or None when not packaged."""
@@ -189,11 +234,12 @@ class PolicyPackage:
         return {"params": params, "fisher": fisher}
 
 
-def load_package(folder: str | Path) -> PolicyPackage:
+def load_package(folder: str | Path, allow_failed_checks: bool = False) -> PolicyPackage:
     """Load a policy package, verifying the format version and the sha256 of every file.
 
-    Raises :class:`PackageError` (naming the file) on a missing, modified or unexpected file, or on a
-    manifest whose format version this runtime does not read.
+    Raises :class:`PackageError` (naming the file) on a missing, modified or unexpected file, on a manifest whose
+    format version this runtime does not read, and on a package whose export checks failed (a ``.rejected``
+    folder: ``allow_failed_checks=True`` opens it for inspection).
     """
     folder = Path(folder)
     manifest_path = folder / MANIFEST_NAME
@@ -248,6 +294,13 @@ def load_package(folder: str | Path) -> PolicyPackage:
     for key in ("contract", "action_delay_steps"):
         if key not in manifest:
             raise PackageError(manifest_path, f"has no {key!r} section")
+    checks = manifest.get("checks", {})
+    if checks.get("passed") is False and not allow_failed_checks:
+        raise PackageError(
+            manifest_path,
+            "this package failed its export checks and must not run on a robot: "
+            + "; ".join(checks.get("problems", [])),
+        )
     try:
         contract = ObservationContract.from_dict(manifest["contract"])
     except (KeyError, TypeError, ValueError) as exc:

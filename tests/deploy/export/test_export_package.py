@@ -139,3 +139,14 @@ def test_calibration_and_parity_observations_come_from_separate_rollouts(bc_poli
     np.testing.assert_array_equal(a, b)  # seeded: reproducible
     assert not np.array_equal(a, c)
     assert a.shape == (120, point_reach_contract(2).flat_dim) and a.dtype == np.float32
+
+
+def test_every_backend_made_from_the_package_passes_the_shipped_self_test(point_package: Path) -> None:
+    package = load_package(point_package)
+    assert package.manifest["selftest"]["n_obs"] == 1_024
+    for variant in ("fp32", "fp16", "int8"):
+        backend = package.make_backend("ort-cpu", variant, self_test=False)
+        err = package.self_test(backend, variant)
+        assert 0 <= err <= PARITY_TOLERANCE[variant]
+        with pytest.raises(PackageError, match="do not run this backend on the robot"):
+            package.self_test(lambda obs, b=backend: b(obs) + 0.1, variant)

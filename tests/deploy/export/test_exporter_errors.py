@@ -10,7 +10,7 @@ from export_fixtures import POINT_ENV_ID, POINT_ENV_KWARGS, TinyGoalPolicy
 
 from deploy.export import exporter, verify
 from deploy.export.exporter import EwcAnchor, ExportCheckError, ExportConfig, export_package
-from deploy.runtime.package import load_package
+from deploy.runtime.package import PackageError, load_package
 
 SMALL = {
     "allow_small_checks": True,
@@ -32,7 +32,9 @@ def test_a_package_that_breaks_a_tolerance_is_not_installed(
     assert not out.exists()
     rejected = tmp_path / "pkg.rejected"
     assert "FAIL" in (rejected / "report.md").read_text()
-    assert load_package(rejected).manifest["checks"]["passed"] is False
+    with pytest.raises(PackageError, match="failed its export checks and must not run on a robot"):
+        load_package(rejected)
+    assert load_package(rejected, allow_failed_checks=True).manifest["checks"]["passed"] is False
     assert [p.name for p in tmp_path.iterdir()] == ["pkg.rejected"]  # no temporary folder left behind
 
 

@@ -9,13 +9,35 @@ import sys
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from deploy.export import tensorrt_build
 from deploy.export.tensorrt_build import TensorRTUnavailableError, build_engine, build_into_package, main
-from deploy.runtime.package import load_package
+from deploy.runtime import backends
+from deploy.runtime.backends import OrtBackend
+from deploy.runtime.package import PackageError, load_package
 
 FLAT_DIM = 18
+
+
+class FakeLayer:
+    def __init__(self, name: str, kind: str, inputs: list[str]) -> None:
+        self.name, self.type = name, kind
+        self._inputs = [types.SimpleNamespace(name=n) for n in inputs]
+        self._outputs = [types.SimpleNamespace(name=f"{name}_out")]
+        self.precision: str | None = None
+        self.output_types: dict[int, str] = {}
+        self.num_inputs, self.num_outputs = len(self._inputs), 1
+
+    def get_input(self, i: int) -> types.SimpleNamespace:
+        return self._inputs[i]
+
+    def get_output(self, i: int) -> types.SimpleNamespace:
+        return self._outputs[i]
+
+    def set_output_type(self, i: int, dtype: str) -> None:
+        self.output_types[i] = dtype
 
 
 class _Recorder:
@@ -24,20 +46,56 @@ class _Recorder:
         self.parsed: bytes | None = None
         self.flags: list[str] = []
         self.profile: tuple | None = None
+        self.layers = [
+            FakeLayer("sub", "ew", ["obs", "mean"]),
+            FakeLayer("div", "ew", ["sub_out", "std"]),
+            FakeLayer("gemm", "mm", ["div_out", "w0"]),
+            FakeLayer("silu", "act", ["gemm_out"]),
+            FakeLayer("head", "mm", ["silu_out", "w1"]),
+        ]
+
+
+class OrtAsEngine:
+    """Stands in for TensorRTBackend: runs the package's fp32 model with onnxruntime (plus an optional offset)."""
+
+    offset = 0.0
+
+    def __init__(self, engine: bytes, device_id: int = 0) -> None:
+        assert engine == b"engine-bytes"
+        self.name, self.max_batch = "fake-tensorrt", 32
+        self._backend = OrtBackend(OrtAsEngine.model)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return self._backend(obs) + OrtAsEngine.offset
+
+    def close(self) -> None:
+        pass
 
 
 def fake_tensorrt(major: int, recorder: _Recorder) -> types.ModuleType:
     trt = types.ModuleType("tensorrt")
     trt.__version__ = f"{major}.0.0-fake"
     trt.Logger = type("Logger", (), {"WARNING": 2, "ERROR": 3, "__init__": lambda self, level: None})
-    flag_names = {"TF32": 1} | ({"FP16": 0} if major < 11 else {})  # 11.x removed BuilderFlag.FP16
+    flag_names = {"TF32": 1, "OBEY_PRECISION_CONSTRAINTS": 2} | ({"FP16": 0} if major < 11 else {})  # 11.x: no FP16
     trt.BuilderFlag = types.SimpleNamespace(**flag_names)
+    trt.LayerType = types.SimpleNamespace(MATRIX_MULTIPLY="mm", ELEMENTWISE="ew", ACTIVATION="act")
+    trt.float32 = "fp32"
     trt.NetworkDefinitionCreationFlag = types.SimpleNamespace(STRONGLY_TYPED=5)
     trt.MemoryPoolType = types.SimpleNamespace(WORKSPACE="workspace")
 
     class Network:
+        # the normaliser (sub, div), then the MLP: the first two layers must be pinned to fp32 in flag mode
+        layers = recorder.layers
+
         def get_input(self, index: int) -> types.SimpleNamespace:
             return types.SimpleNamespace(name="obs", shape=(-1, FLAT_DIM))
+
+        @property
+        def num_layers(self) -> int:
+            return len(self.layers)
+
+        def get_layer(self, index: int) -> FakeLayer:
+            return self.layers[index]
 
     class Parser:
         num_errors = 0
@@ -105,7 +163,7 @@ def test_cli_without_tensorrt_exits_2_and_leaves_the_package_valid(
 
 @pytest.mark.parametrize(
     ("major", "source", "expected_flags", "strongly_typed"),
-    [(10, "policy.onnx", ["FP16"], False), (11, "policy_fp16.onnx", [], True)],
+    [(10, "policy.onnx", ["FP16", "OBEY_PRECISION_CONSTRAINTS"], False), (11, "policy_fp16.onnx", [], True)],
 )
 def test_engine_build_uses_the_right_api_per_major_version_and_reseals_the_manifest(
     point_package: Path,
@@ -120,10 +178,14 @@ def test_engine_build_uses_the_right_api_per_major_version_and_reseals_the_manif
     monkeypatch.setitem(sys.modules, "tensorrt", fake_tensorrt(major, recorder))
     monkeypatch.setattr(tensorrt_build.importlib.util, "find_spec", lambda name: object())
     package_dir = shutil.copytree(point_package, tmp_path / "pkg")
+    monkeypatch.setattr(OrtAsEngine, "model", (package_dir / "policy.onnx").read_bytes(), raising=False)
+    monkeypatch.setattr(backends, "TensorRTBackend", OrtAsEngine)
     engine = build_into_package(package_dir, max_batch=32)
 
     assert recorder.parsed == (package_dir / source).read_bytes()
     assert recorder.flags == expected_flags
+    pinned = [layer.name for layer in recorder.layers if layer.precision == "fp32"]
+    assert pinned == (["sub", "div"] if not strongly_typed else [])  # the normaliser, in flag mode only
     assert bool(recorder.network_flags) == strongly_typed
     assert recorder.profile == ("obs", (1, FLAT_DIM), (1, FLAT_DIM), (32, FLAT_DIM))
     package = load_package(package_dir)  # re-sealed: still verifies, now with the engine hashed
@@ -132,6 +194,7 @@ def test_engine_build_uses_the_right_api_per_major_version_and_reseals_the_manif
     assert facts["status"] == "built" and facts["mode"] == ("strong" if strongly_typed else "flag")
     assert facts["profile_batch"] == [1, 1, 32]
     assert facts["tensorrt_version"].startswith(str(major))
+    assert facts["selftest_max_abs"] <= 1e-5 and facts["selftest_tolerance"] == 2e-3
     report = json.loads((package_dir / "report.json").read_text())
     assert report["engine"]["status"] == "not built"  # the export-time report is not rewritten
 
@@ -142,3 +205,22 @@ def test_fp16_flag_mode_is_refused_on_tensorrt_11(monkeypatch: pytest.MonkeyPatc
         tensorrt_build.resolve_mode(trt, "flag")
     assert tensorrt_build.resolve_mode(trt, "auto") == "strong"
     assert tensorrt_build.resolve_mode(fake_tensorrt(10, _Recorder()), "auto") == "flag"
+
+
+def test_an_engine_that_fails_its_self_test_is_deleted(
+    point_package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "tensorrt", fake_tensorrt(10, _Recorder()))
+    monkeypatch.setattr(tensorrt_build.importlib.util, "find_spec", lambda name: object())
+    package_dir = shutil.copytree(point_package, tmp_path / "pkg")
+    monkeypatch.setattr(OrtAsEngine, "model", (package_dir / "policy.onnx").read_bytes(), raising=False)
+    monkeypatch.setattr(OrtAsEngine, "offset", 0.01)  # an engine whose actions are 0.01 off
+    monkeypatch.setattr(backends, "TensorRTBackend", OrtAsEngine)
+    with pytest.raises(PackageError, match=r"self-test of variant 'engine'.*> tolerance 0.002"):
+        build_into_package(package_dir)
+    assert not (package_dir / "policy.engine").exists()
+    assert "engine" not in load_package(package_dir).variants
+    assert main([str(package_dir)]) == 1
+    assert "TensorRT engine build FAILED" in capsys.readouterr().err
+    assert main([str(package_dir), "--selftest-tolerance", "0.02"]) == 0  # an explicit, recorded override
+    assert load_package(package_dir).manifest["engine"]["selftest_tolerance"] == 0.02

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from package_fixtures import BIAS, CONTRACT, WEIGHT, flip_byte, make_package
 
-from deploy.runtime.package import PACKAGE_FORMAT_VERSION, PackageError, load_package, write_manifest
+from deploy.runtime.package import PACKAGE_FORMAT_VERSION, PackageError, load_package, sha256_file, write_manifest
 
 
 def test_a_valid_package_loads_with_its_contract_and_variants(tmp_path: Path) -> None:
@@ -108,3 +108,34 @@ def test_not_a_package(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(PackageError, match="manifest.json: is missing"):
         load_package(tmp_path / "empty")
+
+
+def with_selftest(folder: Path, actions_offset: float = 0.0) -> Path:
+    """Add a self-test set computed from the linear policy (optionally wrong by ``actions_offset``) and re-seal."""
+    obs = np.random.default_rng(1).normal(size=(100, CONTRACT.flat_dim)).astype(np.float32)
+    actions = np.clip(obs @ WEIGHT + BIAS, -1, 1) + actions_offset
+    np.savez(folder / "selftest.npz", obs=obs, actions=actions.astype(np.float32))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"]["selftest.npz"] = sha256_file(folder / "selftest.npz")
+    manifest["selftest"] = {"file": "selftest.npz", "tolerance": {"fp32": 1e-5, "fp16": 2e-3, "int8": 3e-2}}
+    write_manifest(folder, manifest)
+    return folder
+
+
+def test_make_backend_self_tests_against_the_shipped_actions(tmp_path: Path) -> None:
+    package = load_package(with_selftest(make_package(tmp_path / "good")))
+    backend = package.make_backend("ort-cpu", "fp32")
+    assert package.self_test(backend, "fp32") <= 1e-6
+    wrong = load_package(with_selftest(make_package(tmp_path / "wrong"), actions_offset=1e-3))
+    with pytest.raises(PackageError, match=r"selftest.npz: self-test of variant 'fp32'.*> tolerance 1e-05"):
+        wrong.make_backend("ort-cpu", "fp32")
+    assert wrong.make_backend("ort-cpu", "int8") is not None  # 1e-3 is inside the int8 tolerance
+    with pytest.raises(PackageError, match="no self-test set"):
+        load_package(make_package(tmp_path / "none")).self_test(backend, "fp32")
+
+
+def test_a_package_that_failed_its_checks_is_refused(tmp_path: Path) -> None:
+    folder = make_package(tmp_path / "pkg", checks={"passed": False, "problems": ["int8: max err 0.5 > 0.03"]})
+    with pytest.raises(PackageError, match="must not run on a robot: int8: max err 0.5"):
+        load_package(folder)
+    assert load_package(folder, allow_failed_checks=True).variants == ["fp32", "fp16", "int8"]
