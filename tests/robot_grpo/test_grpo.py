@@ -208,3 +208,22 @@ def test_learns_point_reach_with_delay_one():
         model.learn(3200, reset_num_timesteps=False)
         rates.append(success())
     assert rates[-1] >= 0.9, rates
+
+
+@pytest.mark.slow
+def test_learns_delayed_fetch_reach_k2():
+    """Defaults on MuJoCo FetchReach with a 2-step delay: >= 90% deterministic success within 25.6k env steps.
+
+    (The benchmark, benchmarks/learning.py, measures the steps to 95%; this only guards against regressions.)
+    """
+    env = make_vec_env("DelayedFetchReach-v0", n_envs=64, seed=0, env_kwargs={"delay": 2})
+    eval_env = make_vec_env("DelayedFetchReach-v0", n_envs=30, seed=1000, env_kwargs={"delay": 2})
+    model = GRPO("MultiInputPolicy", env, seed=0)
+    rates = []
+    while model.num_timesteps < 25_600 and (not rates or rates[-1] < 0.9):
+        model.learn(3200, reset_num_timesteps=False)
+        obs = eval_env.reset()
+        for _ in range(50):
+            obs, _, _, infos = eval_env.step(model.predict(obs, deterministic=True)[0])
+        rates.append(float(np.mean([info["is_success"] for info in infos])))
+    assert rates[-1] >= 0.9, rates
