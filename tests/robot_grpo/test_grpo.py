@@ -178,6 +178,28 @@ def test_no_hindsight_buffer_and_adaptive_beta_and_schedules():
     assert model.logger.name_to_value["train/clip_range"] < 0.2
 
 
+@pytest.mark.parametrize("strategy", ["final", "future", "episode"])
+@pytest.mark.parametrize(("scale", "outcome_only"), [("group", False), ("batch", False), ("none", True)])
+def test_variants_train(strategy, scale, outcome_only):
+    model = small_model(
+        scale_advantages=scale,
+        outcome_only=outcome_only,
+        rollout_buffer_kwargs={"hindsight_strategy": strategy, "n_sampled_goal": 2, "is_self_normalize": True},
+    )
+    before = params(model)
+    model.learn(G * N_GROUPS * EP_STEPS)
+    n_rows = G * N_GROUPS * EP_STEPS
+    if strategy == "future":  # relabelled groups keep only the steps up to the goal's step
+        assert n_rows < model.rollout_buffer.n_samples <= 3 * n_rows
+    else:
+        assert model.rollout_buffer.n_samples == 3 * n_rows
+    changed = any(not th.equal(v, before[k]) for k, v in params(model).items())
+    # no change only when every advantage was zero (e.g. outcome-only with "episode" goals reached mid-episode
+    # on 10-step episodes: every member still fails at the end, so every group has zero variance)
+    assert changed or not th.any(model.rollout_buffer._samples.advantages != 0)
+    assert np.isfinite(model.logger.name_to_value["hindsight/weight_mean"])
+
+
 def test_extra_loss_term_is_added_and_logged():
     class Pull:
         name = "pull"
