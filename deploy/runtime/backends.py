@@ -54,6 +54,7 @@ class InferenceBackend(Protocol):
     name: str
     input_dim: int
     output_dim: int
+    compute_precision: str  # "model": the model's own types; "fp16": the backend computes in fp16 regardless
 
     def __call__(self, obs_flat: np.ndarray) -> np.ndarray: ...
 
@@ -165,6 +166,8 @@ class OrtBackend:
         self.input_dim = int(inputs[0].shape[1])
         self.output_dim = int(outputs[0].shape[1])
         self.name = name
+        # the TensorRT EP runs with fp16 enabled whatever the model's types: its accuracy is fp16's
+        self.compute_precision = "fp16" if name == "ort-trt" else "model"
 
         providers: list[Any] = []
         if name == "ort-trt":
@@ -270,6 +273,7 @@ class TensorRTBackend:
                 )
         min_shape, _, max_shape = self._engine.get_tensor_profile_shape(INPUT_NAME, 0)
         self.name = "tensorrt"
+        self.compute_precision = "fp16"
         self.input_dim = int(max_shape[1])
         self.output_dim = int(self._engine.get_tensor_shape(OUTPUT_NAME)[1])
         self.min_batch, self.max_batch = int(min_shape[0]), int(max_shape[0])

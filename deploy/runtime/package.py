@@ -200,9 +200,12 @@ class PolicyPackage:
         section = self.manifest.get("selftest")
         if not section:
             raise PackageError(self.folder / SELFTEST_FILE, "this package has no self-test set; re-export it")
-        tolerance = section["tolerance"].get(variant) if tolerance is None else tolerance
         if tolerance is None:
-            raise ValueError(f"no self-test tolerance for variant {variant!r}; the manifest has {section['tolerance']}")
+            tolerance = section["tolerance"].get(variant)
+            if tolerance is None:
+                raise ValueError(f"no tolerance for variant {variant!r}; the manifest has {section['tolerance']}")
+            if getattr(backend, "compute_precision", "model") == "fp16":  # e.g. the TensorRT EP with fp16 enabled
+                tolerance = max(tolerance, section["tolerance"].get("fp16", tolerance))
         with np.load(io.BytesIO(self.read_verified(section["file"])), allow_pickle=False) as data:
             obs, expected = data["obs"], data["actions"]
         batch = min(SELFTEST_BATCH, getattr(backend, "max_batch", SELFTEST_BATCH))

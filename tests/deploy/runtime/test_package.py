@@ -139,3 +139,12 @@ def test_a_package_that_failed_its_checks_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PackageError, match="must not run on a robot: int8: max err 0.5"):
         load_package(folder)
     assert load_package(folder, allow_failed_checks=True).variants == ["fp32", "fp16", "int8"]
+
+
+def test_an_fp16_computing_backend_is_held_to_the_fp16_tolerance(tmp_path: Path) -> None:
+    package = load_package(with_selftest(make_package(tmp_path / "pkg"), actions_offset=1e-3))
+    backend = package.make_backend("ort-cpu", "fp32", self_test=False)
+    with pytest.raises(PackageError, match="> tolerance 1e-05"):
+        package.self_test(backend, "fp32")
+    backend.compute_precision = "fp16"  # what the TensorRT EP reports: it runs fp32 models with fp16 enabled
+    assert package.self_test(backend, "fp32") == pytest.approx(1e-3, rel=1e-3)
