@@ -138,24 +138,26 @@ def build_engine(
 
 
 def pin_normalizer_fp32(trt: Any, network: Any) -> int:
-    """Pin every layer upstream of the first matrix multiply (the observation normaliser) to fp32; returns how many.
+    """Pin the observation normaliser's layers to fp32; returns how many were pinned.
 
-    Layers come in topological order; a layer is downstream once it is a matrix multiply or reads a tensor that a
-    downstream layer produced.
+    Those are the layers that read the network input (directly or through each other) before any matrix multiply.
+    Layers come in topological order; constants (the weights, the normaliser's mean and std) are left to TensorRT.
     """
+    from_obs = {network.get_input(i).name for i in range(network.num_inputs)}
     downstream: set[str] = set()
     pinned = 0
     for index in range(network.num_layers):
         layer = network.get_layer(index)
-        inputs = [layer.get_input(i) for i in range(layer.num_inputs)]
-        outputs = [layer.get_output(i) for i in range(layer.num_outputs)]
-        if layer.type == trt.LayerType.MATRIX_MULTIPLY or any(t is not None and t.name in downstream for t in inputs):
-            downstream.update(t.name for t in outputs)
-            continue
-        layer.precision = trt.float32
-        for i in range(layer.num_outputs):
-            layer.set_output_type(i, trt.float32)
-        pinned += 1
+        names = [t.name for t in (layer.get_input(i) for i in range(layer.num_inputs)) if t is not None]
+        outputs = [layer.get_output(i).name for i in range(layer.num_outputs)]
+        if layer.type == trt.LayerType.MATRIX_MULTIPLY or any(n in downstream for n in names):
+            downstream.update(outputs)
+        elif any(n in from_obs for n in names):
+            from_obs.update(outputs)
+            layer.precision = trt.float32
+            for i in range(layer.num_outputs):
+                layer.set_output_type(i, trt.float32)
+            pinned += 1
     return pinned
 
 

@@ -47,7 +47,8 @@ class _Recorder:
         self.flags: list[str] = []
         self.profile: tuple | None = None
         self.layers = [
-            FakeLayer("sub", "ew", ["obs", "mean"]),
+            FakeLayer("mean", "constant", []),
+            FakeLayer("sub", "ew", ["obs", "mean_out"]),
             FakeLayer("div", "ew", ["sub_out", "std"]),
             FakeLayer("gemm", "mm", ["div_out", "w0"]),
             FakeLayer("silu", "act", ["gemm_out"]),
@@ -84,8 +85,10 @@ def fake_tensorrt(major: int, recorder: _Recorder) -> types.ModuleType:
     trt.MemoryPoolType = types.SimpleNamespace(WORKSPACE="workspace")
 
     class Network:
-        # the normaliser (sub, div), then the MLP: the first two layers must be pinned to fp32 in flag mode
+        # a constant, the normaliser (sub, div), then the MLP: only sub and div are pinned to fp32 in flag mode
         layers = recorder.layers
+
+        num_inputs = 1
 
         def get_input(self, index: int) -> types.SimpleNamespace:
             return types.SimpleNamespace(name="obs", shape=(-1, FLAT_DIM))
