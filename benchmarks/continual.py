@@ -14,7 +14,7 @@
 
 Writes benchmarks/results/continual.json and .md, with peak memory (ru_maxrss).
 
-    .venv/bin/python benchmarks/continual.py [--train-steps 12800] [--lambdas 1,10,100] [--rounds 1]
+    .venv/bin/python benchmarks/continual.py [--delay 6 --gain 1.5] [--lambdas 10,30] [--gammas 0.9,1] [--rounds 6]
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import torch as th
-from gymnasium import spaces
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
@@ -53,39 +52,11 @@ LINE_SEED = 70_000  # the production line's targets: the goal of reset(seed=LINE
 FISHER_SEED = 90_000
 
 
-class ShiftedFetchReach(DelayedFetchReachEnv):
-    """The robot after a drift: delay ``delay`` and gain ``gain`` on the Cartesian displacement.
-
-    The observation keeps the *deployed* contract's history of ``history_len`` commands (the newest ones), because
-    the runtime builds it from the package's contract; the oldest in-flight commands are invisible to the policy.
-    """
-
-    def __init__(self, delay: int = 3, gain: float = 1.1, history_len: int = ORIGINAL_DELAY, **kwargs: Any) -> None:
-        super().__init__(delay=delay, **kwargs)
-        if not 0 < history_len <= delay:
-            raise ValueError(f"history_len must be in 1..delay ({delay}), got {history_len}")
-        self.gain = float(gain)
-        self.deployed_contract = fetch_reach_contract(history_len)
-        inner = self.deployed_contract.observation_dim
-        self.observation_space = spaces.Dict(
-            {**self.observation_space.spaces, "observation": spaces.Box(-np.inf, np.inf, (inner,), np.float64)}
-        )
-
-    def _physics_apply(self, command: np.ndarray) -> None:
-        scaled = command.copy()
-        scaled[:3] *= self.gain
-        super()._physics_apply(scaled)
-
-    def _observe(self) -> dict[str, np.ndarray]:
-        return trim_history(super()._observe(), self.contract, self.deployed_contract)
-
-
-def trim_history(obs: dict[str, np.ndarray], full: ObservationContract, deployed: ObservationContract) -> dict:
-    """Keep the newest ``deployed.history_len`` commands of ``full``'s history (oldest first layout)."""
-    state = obs["observation"][: full.state_dim]
-    history = obs["observation"][full.state_dim :].reshape(full.history_len, full.action_dim)
-    kept = history[full.history_len - deployed.history_len :].reshape(-1)
-    return {**obs, "observation": np.concatenate([state, kept])}
+def shifted_env(delay: int, gain: float) -> DelayedFetchReachEnv:
+    """The robot after a drift: delay ``delay`` and actuator gain ``gain``; the observation keeps the deployed
+    contract's history of 2 commands (the runtime builds it from the package's contract), so the oldest commands
+    in flight are invisible to the policy."""
+    return DelayedFetchReachEnv(delay=delay, history_len=ORIGINAL_DELAY, action_gain=gain)
 
 
 # Policies and evaluation ------------------------------------------------------------------------------------
@@ -132,10 +103,10 @@ def evaluate(model: GRPO, envs: dict[str, Any], limits: SafetyLimits, n_episodes
 
 # The production line's logs ---------------------------------------------------------------------------------
 def collect_logs(
-    model: GRPO, env: ShiftedFetchReach, limits: SafetyLimits, path: Path, n_targets: int, attempts: int, seed: int
+    model: GRPO, env: DelayedFetchReachEnv, limits: SafetyLimits, path: Path, n_targets: int, attempts: int, seed: int
 ) -> dict[str, float]:
     """Run the line (each target ``attempts`` times, sampled actions, safety filter) and write the tick log."""
-    contract = env.deployed_contract
+    contract = env.contract
     policy = model.policy
     gen = th.Generator().manual_seed(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -233,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--updates", type=int, default=10, help="GRPO updates per round")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--lambdas", default="1,10,100", help="EWC lambdas to compare with plain fine-tuning")
-    parser.add_argument("--gamma", type=float, default=0.9, help="online-EWC decay")
+    parser.add_argument("--gammas", default="0.9", help="online-EWC decays (each lambda runs with each gamma)")
     parser.add_argument("--skip-plain", action="store_true", help="only the EWC variants (e.g. a gamma sweep)")
     parser.add_argument("--eval-episodes", type=int, default=100)
     parser.add_argument("--out", default=str(RESULTS / "continual"))
@@ -251,22 +222,24 @@ def main(argv: list[str] | None = None) -> int:
     limits = SafetyLimits.from_calibration(calibration, fetch_reach_contract(ORIGINAL_DELAY))
     envs = {
         "original": DelayedFetchReachEnv(delay=ORIGINAL_DELAY),
-        "shifted": ShiftedFetchReach(delay=args.delay, gain=args.gain),
+        "shifted": shifted_env(args.delay, args.gain),
     }
     compute_reward = envs["original"].compute_reward
     before = evaluate(model, envs, limits, args.eval_episodes, args.targets)
     print(f"deployed policy: {before}", flush=True)
     anchor = sim_fisher_anchor(model, envs["original"], seed=FISHER_SEED)
 
-    variants = {} if args.skip_plain else {"plain": 0.0}
-    variants |= {f"ewc_lambda_{lam:g}_gamma_{args.gamma:g}": lam for lam in map(float, args.lambdas.split(","))}
+    variants: dict[str, tuple[float, float]] = {} if args.skip_plain else {"plain": (0.0, 0.0)}
+    for lam in map(float, args.lambdas.split(",")):
+        for gamma in map(float, args.gammas.split(",")):
+            variants[f"ewc_lambda_{lam:g}_gamma_{gamma:g}"] = (lam, gamma)
     log_dir = Path("runs/continual/logs")
     first_log = log_dir / "round0_shared.tlog"
     line_stats = collect_logs(model, envs["shifted"], limits, first_log, args.targets, args.attempts, args.seed)
     print(f"round 0 logs: {line_stats}", flush=True)
     contract = fetch_reach_contract(ORIGINAL_DELAY)
     rows: dict[str, Any] = {}
-    for name, lam in variants.items():
+    for name, (lam, gamma) in variants.items():
         t0 = time.perf_counter()
         tuned = (
             GRPO.load(str(args.checkpoint), env=model.env, device="cpu") if Path(args.checkpoint).is_file() else None
@@ -281,14 +254,14 @@ def main(argv: list[str] | None = None) -> int:
                 collect_logs(tuned, envs["shifted"], limits, log_path, args.targets, args.attempts, args.seed + rnd)
             dataset = load_log_dataset(log_path, contract)
             config = RoundConfig(
-                group_size=args.attempts, n_updates=args.updates, ewc_lambda=lam, ewc_gamma=args.gamma, seed=rnd
+                group_size=args.attempts, n_updates=args.updates, ewc_lambda=lam, ewc_gamma=gamma, seed=rnd
             )
             result = finetune_from_dataset(tuned, dataset, compute_reward, ewc, config)
             ewc = result.ewc
             scores = evaluate(tuned, envs, limits, args.eval_episodes, args.targets)
             history.append({"round": rnd + 1, **scores, "ewc_penalty": result.stats.get("train/extra/ewc_penalty")})
             print(f"{name} round {rnd + 1}: {scores}", flush=True)
-        rows[name] = {"lambda": lam, "rounds": history, "seconds": time.perf_counter() - t0}
+        rows[name] = {"lambda": lam, "gamma": gamma, "rounds": history, "seconds": time.perf_counter() - t0}
         tuned.save(str(log_dir.parent / "models" / f"{Path(args.out).name}_{name}.zip"))  # for inspection
 
     report = {
@@ -324,7 +297,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Original task: DelayedFetchReach k=2. New condition: delay {cfg['delay']}, actuation gain {cfg['gain']} "
         f"(observation history kept at 2, as the deployed contract builds it). Line: {cfg['targets']} targets x "
         f"{cfg['attempts']} attempts per round, sampled actions behind the safety filter, through the tick log. "
-        f"{cfg['updates']} GRPO updates per round, {cfg['rounds']} round(s), online-EWC gamma {cfg['gamma']}. "
+        f"{cfg['updates']} GRPO updates per round, {cfg['rounds']} round(s). "
         f"Success = deterministic closed loop through the safety filter, {cfg['eval_episodes']} random-goal episodes "
         "(and the line's targets).",
         "",
