@@ -28,9 +28,10 @@ from deploy.export.int8 import quantize_int8
 from deploy.export.onnx_fp32 import export_onnx, torch_actions
 from deploy.export.provenance import algorithm_provenance, jsonable, library_versions
 from deploy.export.rollouts import closed_loop_success, collect_observations, env_contract, make_env
-from deploy.export.tensorrt_build import BUILD_COMMAND, TensorRTUnavailableError, build_engine
+from deploy.export.tensorrt_build import BUILD_COMMAND, TensorRTUnavailableError, build_engine_from_folder
 from deploy.export.verify import PARITY_TOLERANCE, check_report, latency_us, parity, write_report
-from deploy.runtime.backends import INPUT_NAME, OUTPUT_NAME, OrtBackend
+from deploy.runtime import backends
+from deploy.runtime.backends import INPUT_NAME, OUTPUT_NAME, BackendUnavailableError, OrtBackend
 from deploy.runtime.package import (
     EWC_FILE,
     MANIFEST_NAME,
@@ -208,8 +209,8 @@ def export_package(
     return out_dir
 
 
-def _batched(call: Any, obs: np.ndarray) -> np.ndarray:
-    return np.concatenate([call(obs[i : i + EVAL_BATCH]) for i in range(0, len(obs), EVAL_BATCH)])
+def _batched(call: Any, obs: np.ndarray, batch: int = EVAL_BATCH) -> np.ndarray:
+    return np.concatenate([call(obs[i : i + batch]) for i in range(0, len(obs), batch)])
 
 
 def _build_variants(
@@ -263,15 +264,27 @@ def _build_variants(
         },
         "variants": {},
     }
-    for variant in ("fp32", "fp16", "int8"):
-        backend = OrtBackend((work / VARIANT_FILES[variant]).read_bytes(), "ort-cpu")
-        report["variants"][variant] = {
+
+    def check(variant: str, backend: Any, batch: int = EVAL_BATCH) -> dict[str, Any]:
+        return {
             "file": VARIANT_FILES[variant],
-            "parity": parity(reference, _batched(backend, parity_obs)),
+            "backend": backend.name,
+            "parity": parity(reference, _batched(backend, parity_obs, batch)),
             "success_rate": float(closed_loop_success(env, backend, seeds).mean()),
             "latency": latency_us(backend, parity_obs, config.latency_calls),
         }
+
+    for variant in ("fp32", "fp16", "int8"):
+        report["variants"][variant] = check(
+            variant, OrtBackend((work / VARIANT_FILES[variant]).read_bytes(), "ort-cpu")
+        )
     report["engine"] = _try_engine(work, config)
+    if report["engine"]["status"] == "built":
+        engine = backends.TensorRTBackend((work / VARIANT_FILES["engine"]).read_bytes())
+        try:
+            report["variants"]["engine"] = check("engine", engine, engine.max_batch)
+        finally:
+            engine.close()
     return report
 
 
@@ -280,10 +293,12 @@ def _try_engine(work: Path, config: ExportConfig) -> dict[str, Any]:
     if not config.build_engine:
         return {"status": "not built", "detail": f"skipped by the caller; build on the target: {command}"}
     try:
-        facts = build_engine(work / VARIANT_FILES["fp32"], work / VARIANT_FILES["engine"], config.max_batch)
-    except TensorRTUnavailableError as exc:
+        backends._import_cudart()  # the engine is checked like every variant below, so it must be runnable here
+        facts = build_engine_from_folder(work, config.max_batch)
+    except (TensorRTUnavailableError, BackendUnavailableError) as exc:
+        (work / VARIANT_FILES["engine"]).unlink(missing_ok=True)
         return {"status": "not built", "detail": f"TensorRT unavailable here ({exc}); build on the target: {command}"}
-    return {**facts, "detail": f"built here; rebuild on the target (engines are device-specific): {command}"}
+    return {**facts, "detail": f"built and checked here; engines are device-specific, rebuild on the target: {command}"}
 
 
 def _manifest(
@@ -334,7 +349,7 @@ def _manifest(
             "n_obs": min(SELFTEST_OBS, config.n_parity_obs),
             "meaning": "obs from the parity rollouts and the torch policy's actions on them; every backend made from "
             "this package must reproduce them within its variant's tolerance (action units)",
-            "tolerance": {**PARITY_TOLERANCE, "engine": PARITY_TOLERANCE["fp16"]},
+            "tolerance": dict(PARITY_TOLERANCE),
         },
         "provenance": jsonable(provenance),
         "export_config": jsonable(asdict(config)),

@@ -161,6 +161,18 @@ def pin_normalizer_fp32(trt: Any, network: Any) -> int:
     return pinned
 
 
+def build_engine_from_folder(folder: str | Path, max_batch: int = DEFAULT_MAX_BATCH, mode: str = "auto") -> dict:
+    """Build ``policy.engine`` in a package folder from the ONNX the mode needs (flag: fp32, strong: fp16)."""
+    available, reason = tensorrt_status()
+    if not available:
+        raise TensorRTUnavailableError(reason)
+    import tensorrt as trt
+
+    variant = "fp16" if resolve_mode(trt, mode) == "strong" else "fp32"
+    folder = Path(folder)
+    return build_engine(folder / VARIANT_FILES[variant], folder / VARIANT_FILES["engine"], max_batch, mode)
+
+
 def _device_name() -> str:
     try:
         from deploy.runtime.backends import _cuda_check, _import_cudart
@@ -206,15 +218,8 @@ def build_into_package(
     :param selftest_tolerance: override the manifest's engine tolerance (action units; recorded in the manifest).
     """
     package = load_package(package_dir)
-    available, reason = tensorrt_status()
-    if not available:
-        raise TensorRTUnavailableError(reason)
-    import tensorrt as trt
-
-    resolved = resolve_mode(trt, mode)
-    source = package.model_path("fp16" if resolved == "strong" else "fp32")
     engine_path = package.folder / VARIANT_FILES["engine"]
-    facts = build_engine(source, engine_path, max_batch=max_batch, mode=mode)
+    facts = build_engine_from_folder(package.folder, max_batch, mode)
     facts |= _self_test_engine(package, engine_path, selftest_tolerance)
     manifest = dict(package.manifest)
     manifest["files"] = {**manifest["files"], engine_path.name: sha256_file(engine_path)}

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from export_fixtures import POINT_ENV_ID, POINT_ENV_KWARGS, TinyGoalPolicy
 
 from deploy.export import tensorrt_build
+from deploy.export.exporter import ExportConfig, export_package
 from deploy.export.tensorrt_build import TensorRTUnavailableError, build_engine, build_into_package, main
 from deploy.runtime import backends
 from deploy.runtime.backends import OrtBackend
@@ -57,14 +59,14 @@ class _Recorder:
 
 
 class OrtAsEngine:
-    """Stands in for TensorRTBackend: runs the package's fp32 model with onnxruntime (plus an optional offset)."""
+    """Stands in for TensorRTBackend: the fake "engine" is the ONNX it was built from, run with onnxruntime (plus an
+    optional offset to make a wrong engine)."""
 
     offset = 0.0
 
     def __init__(self, engine: bytes, device_id: int = 0) -> None:
-        assert engine == b"engine-bytes"
-        self.name, self.max_batch = "fake-tensorrt", 32
-        self._backend = OrtBackend(OrtAsEngine.model)
+        self.name, self.max_batch, self.compute_precision = "fake-tensorrt", 32, "fp16"
+        self._backend = OrtBackend(engine)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         return self._backend(obs) + OrtAsEngine.offset
@@ -139,7 +141,7 @@ def fake_tensorrt(major: int, recorder: _Recorder) -> types.ModuleType:
             return Profile()
 
         def build_serialized_network(self, network: Network, config: Config) -> bytes:
-            return b"engine-bytes"
+            return recorder.parsed  # the "engine" is the ONNX it was built from: OrtAsEngine runs it
 
     trt.Builder, trt.OnnxParser = Builder, Parser
     return trt
@@ -181,7 +183,6 @@ def test_engine_build_uses_the_right_api_per_major_version_and_reseals_the_manif
     monkeypatch.setitem(sys.modules, "tensorrt", fake_tensorrt(major, recorder))
     monkeypatch.setattr(tensorrt_build.importlib.util, "find_spec", lambda name: object())
     package_dir = shutil.copytree(point_package, tmp_path / "pkg")
-    monkeypatch.setattr(OrtAsEngine, "model", (package_dir / "policy.onnx").read_bytes(), raising=False)
     monkeypatch.setattr(backends, "TensorRTBackend", OrtAsEngine)
     engine = build_into_package(package_dir, max_batch=32)
 
@@ -192,12 +193,12 @@ def test_engine_build_uses_the_right_api_per_major_version_and_reseals_the_manif
     assert bool(recorder.network_flags) == strongly_typed
     assert recorder.profile == ("obs", (1, FLAT_DIM), (1, FLAT_DIM), (32, FLAT_DIM))
     package = load_package(package_dir)  # re-sealed: still verifies, now with the engine hashed
-    assert package.model_path("engine") == engine and engine.read_bytes() == b"engine-bytes"
+    assert package.model_path("engine") == engine and engine.read_bytes() == recorder.parsed
     facts = package.manifest["engine"]
     assert facts["status"] == "built" and facts["mode"] == ("strong" if strongly_typed else "flag")
     assert facts["profile_batch"] == [1, 1, 32]
     assert facts["tensorrt_version"].startswith(str(major))
-    assert facts["selftest_max_abs"] <= 1e-5 and facts["selftest_tolerance"] == 2e-3
+    assert facts["selftest_max_abs"] <= (2e-3 if strongly_typed else 1e-5) and facts["selftest_tolerance"] == 2e-3
     report = json.loads((package_dir / "report.json").read_text())
     assert report["engine"]["status"] == "not built"  # the export-time report is not rewritten
 
@@ -216,7 +217,6 @@ def test_an_engine_that_fails_its_self_test_is_deleted(
     monkeypatch.setitem(sys.modules, "tensorrt", fake_tensorrt(10, _Recorder()))
     monkeypatch.setattr(tensorrt_build.importlib.util, "find_spec", lambda name: object())
     package_dir = shutil.copytree(point_package, tmp_path / "pkg")
-    monkeypatch.setattr(OrtAsEngine, "model", (package_dir / "policy.onnx").read_bytes(), raising=False)
     monkeypatch.setattr(OrtAsEngine, "offset", 0.01)  # an engine whose actions are 0.01 off
     monkeypatch.setattr(backends, "TensorRTBackend", OrtAsEngine)
     with pytest.raises(PackageError, match=r"self-test of variant 'engine'.*> tolerance 0.002"):
@@ -227,3 +227,24 @@ def test_an_engine_that_fails_its_self_test_is_deleted(
     assert "TensorRT engine build FAILED" in capsys.readouterr().err
     assert main([str(package_dir), "--selftest-tolerance", "0.02"]) == 0  # an explicit, recorded override
     assert load_package(package_dir).manifest["engine"]["selftest_tolerance"] == 0.02
+
+
+def test_export_on_a_machine_with_tensorrt_builds_and_checks_the_engine_like_every_variant(
+    bc_policy: TinyGoalPolicy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "tensorrt", fake_tensorrt(10, _Recorder()))
+    monkeypatch.setattr(tensorrt_build.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(backends, "TensorRTBackend", OrtAsEngine)
+    monkeypatch.setattr(backends, "_import_cudart", lambda: None)
+    config = ExportConfig(
+        allow_small_checks=True, n_parity_obs=300, n_calibration_obs=600, n_episodes=5, latency_calls=50
+    )
+    out = export_package(
+        bc_policy, tmp_path / "pkg", POINT_ENV_ID, POINT_ENV_KWARGS, {"algorithm": "bc (test)"}, config=config
+    )
+    package = load_package(out)
+    assert package.variants == ["fp32", "fp16", "int8", "engine"]
+    assert package.manifest["engine"]["status"] == "built" and package.manifest["engine"]["mode"] == "flag"
+    row = json.loads((out / "report.json").read_text())["variants"]["engine"]
+    assert row["backend"] == "fake-tensorrt" and row["parity"]["max_abs"] <= 1e-5
+    assert "| engine |" in (out / "report.md").read_text()
