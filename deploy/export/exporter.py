@@ -28,7 +28,12 @@ from deploy.export.int8 import quantize_int8
 from deploy.export.onnx_fp32 import export_onnx, torch_actions
 from deploy.export.provenance import algorithm_provenance, jsonable, library_versions
 from deploy.export.rollouts import closed_loop_success, collect_observations, env_contract, make_env
-from deploy.export.tensorrt_build import BUILD_COMMAND, TensorRTUnavailableError, build_engine_from_folder
+from deploy.export.tensorrt_build import (
+    BUILD_COMMAND,
+    TensorRTUnavailableError,
+    build_engine_from_folder,
+    tensorrt_status,
+)
 from deploy.export.verify import PARITY_TOLERANCE, check_report, latency_us, parity, write_report
 from deploy.runtime import backends
 from deploy.runtime.backends import INPUT_NAME, OUTPUT_NAME, BackendUnavailableError, OrtBackend
@@ -293,6 +298,9 @@ def _try_engine(work: Path, config: ExportConfig) -> dict[str, Any]:
     if not config.build_engine:
         return {"status": "not built", "detail": f"skipped by the caller; build on the target: {command}"}
     try:
+        available, reason = tensorrt_status()
+        if not available:
+            raise TensorRTUnavailableError(reason)
         backends._import_cudart()  # the engine is checked like every variant below, so it must be runnable here
         facts = build_engine_from_folder(work, config.max_batch)
     except (TensorRTUnavailableError, BackendUnavailableError) as exc:
