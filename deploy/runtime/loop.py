@@ -251,8 +251,6 @@ class Controller:
                     record = self._on_silence()
                 break
             self._receive(remaining)
-        if self._clock() > deadline:
-            self.stats.overruns += 1
         while self.sm.state is not LoopState.DONE and (remaining := deadline - self._clock()) > 0:
             self._receive(remaining)  # an e-stop acts at once; a state waits for the next tick
         if record is not None:
@@ -290,6 +288,7 @@ class Controller:
                 self.counts["stale_seq"] += 1  # repeated or old sequence number: a frozen sensor or a replay
                 return
             self._last_state_seq = msg.seq
+            self.stats.on_robot_state(msg.seq, msg.t_s, restarted=bool(msg.flags & StateFlags.HOMED))
             self._min_transit = min(self._min_transit, t - msg.t_s)
             if self._fresh is not None:
                 self.counts["skipped_states"] += 1
@@ -361,6 +360,8 @@ class Controller:
             self._end_episode(msg, aborted=False)
             self._start_episode()
             return None
+        if self._episode_steps and msg.pending and msg.pending[-1] == HOLD_SEQ:
+            self.counts["robot_held"] += 1  # our previous command was lost or reached the robot after its step
         self._sync_history(msg)
         flat = _EMPTY
         proposed = self._hold
@@ -390,7 +391,7 @@ class Controller:
         latency = float("nan")
         if t_in is not None:
             latency = t_out - t_in
-            self.stats.on_command(self.tick, t_in, t_out)
+            self.stats.on_command(self.tick, t_in, t_out, restart=counts_as_step and self._episode_steps == 0)
         if counts_as_step:
             self._episode_steps += 1
         return self._record(msg, flat, proposed, result.action, result.reasons, latency, False)

@@ -6,7 +6,10 @@ Definitions (seconds, the loop's monotonic clock):
   tick if the frame was already waiting (a lock-step robot answers before the next tick);
 - period jitter: interval between two consecutive commands minus the period (ticks in consecutive periods only);
 - wake lateness: when the loop woke for a tick minus the tick's scheduled start (scheduler jitter);
-- overrun: a period that ended before its tick finished, or that the loop skipped entirely.
+- robot jitter: interval between two consecutive robot states (robot clock) minus the period: the part of the
+  command jitter that comes from the robot, since the loop answers each state as it arrives;
+- overrun: a command whose latency exceeded the period (it cannot have reached the robot's next step), or a
+  period the loop skipped entirely because it was late by more than a period.
 
 The last ``capacity`` samples are kept in ring buffers for percentiles (no allocation per tick); counts,
 maxima and the overruns cover the whole run.
@@ -57,17 +60,29 @@ class TickStats:
         self.latency = RingSamples(capacity)
         self.jitter = RingSamples(capacity)  # |interval - period|
         self.lateness = RingSamples(capacity)
+        self.robot_jitter = RingSamples(capacity)
         self.overruns = 0
+        self._last_state: tuple[int, float] | None = None
         self._last_command_t: float | None = None
         self._last_command_tick = -2
 
-    def on_command(self, tick: int, t_in: float, t_out: float) -> None:
-        """A policy command left at ``t_out`` for a state read at ``t_in`` (tick ``tick``)."""
+    def on_command(self, tick: int, t_in: float, t_out: float, restart: bool = False) -> None:
+        """A command left at ``t_out`` for a state read at ``t_in`` (tick ``tick``). ``restart``: the first command
+        of an episode, after the robot restarted its period clock at HomeMsg; its interval is not a period."""
         self.latency.add(t_out - t_in)
-        if self._last_command_t is not None and tick == self._last_command_tick + 1:
+        if t_out - t_in > self.period_s:
+            self.overruns += 1
+        if not restart and self._last_command_t is not None and tick == self._last_command_tick + 1:
             self.jitter.add(abs((t_out - self._last_command_t) - self.period_s))
         self._last_command_t = t_out
         self._last_command_tick = tick
+
+    def on_robot_state(self, seq: int, t_robot_s: float, restarted: bool = False) -> None:
+        """A fresh robot state: sequence number, the robot's timestamp (its own clock, seconds), and whether the
+        robot restarted its period clock with it (the first state after a HomeMsg): that interval is not counted."""
+        if not restarted and self._last_state is not None and seq == self._last_state[0] + 1:
+            self.robot_jitter.add(abs((t_robot_s - self._last_state[1]) - self.period_s))
+        self._last_state = None if restarted else (seq, t_robot_s)
 
     def on_wake(self, lateness_s: float) -> None:
         self.lateness.add(lateness_s)
@@ -77,4 +92,5 @@ class TickStats:
         out.update(self.latency.summary("latency_s"))
         out.update(self.jitter.summary("jitter_s"))
         out.update(self.lateness.summary("wake_late_s"))
+        out.update(self.robot_jitter.summary("robot_jitter_s"))
         return out
