@@ -1,7 +1,8 @@
 """Closed loop with the shipped policy package: real-time SimRobot over a pty vs the same policy in pure sim.
 
-Runs only when ``models/default`` holds a policy package (the trained default policy). Slow: each episode is
-51 real-time ticks at 25 Hz (about 2 s). The number of seeded goals is ``ROBOT_GRPO_LOOP_EPISODES`` (default 100):
+Runs only when ``models/default`` (or the folder in ``ROBOT_GRPO_PACKAGE``) holds a policy package. Slow: each
+episode is 51 real-time ticks at 25 Hz (about 2 s). The number of seeded goals is ``ROBOT_GRPO_LOOP_EPISODES``
+(default 100):
 
     ROBOT_GRPO_LOOP_EPISODES=100 .venv/bin/pytest tests/deploy/runtime/test_loop_package.py -m slow -s
 
@@ -22,7 +23,7 @@ from deploy.runtime.loop import LoopConfig
 from deploy.runtime.safety import SafetyLimits
 from envs.sim_robot import SimRobot
 
-PACKAGE = Path(__file__).resolve().parents[3] / "models" / "default"
+PACKAGE = Path(os.environ.get("ROBOT_GRPO_PACKAGE", Path(__file__).resolve().parents[3] / "models" / "default"))
 EPISODES = int(os.environ.get("ROBOT_GRPO_LOOP_EPISODES", "100"))
 EPISODE_STEPS = 50  # FetchReach's episode length, as in the package's evaluation
 MAX_GAP = 0.03  # success-rate points between the loop and pure sim
