@@ -15,7 +15,8 @@ Variants:
 - ``grpo_hard``: defaults on a harder task (delay drawn per episode in 1..3, distance_threshold 0.02 m);
 - ``sac_her``: SB3 SAC + HerReplayBuffer with rl-zoo3's FetchReach hyperparameters (future strategy, 4 goals,
   lr 1e-3, batch 256, gamma 0.95, 64x64 net with one critic, learning_starts 1000, observation normalization);
-  zoo's TimeFeatureWrapper is left out (sb3_contrib is not a dependency);
+  zoo's TimeFeatureWrapper is left out (sb3_contrib is not a dependency), rewards are not normalized;
+- ``sac_her_hard``: the same SAC + HER on the harder task;
 - ``ppo``: SB3 PPO, 8 envs, n_steps 256, gamma 0.98 (otherwise SB3 defaults).
 
     .venv/bin/python benchmarks/learning.py                          # the full comparison (about an hour here)
@@ -49,7 +50,7 @@ EVAL_SEED = 123_456
 EPISODE_STEPS = 50
 SUCCESS_TARGET = 0.95
 GRPO_VARIANTS = ("grpo", "grpo_no_hindsight", "grpo_no_is", "grpo_hard")
-ALL_VARIANTS = (*GRPO_VARIANTS, "sac_her", "ppo")
+ALL_VARIANTS = (*GRPO_VARIANTS, "sac_her", "sac_her_hard", "ppo")
 HARD_ENV_KWARGS = {"delay_range": (1, 3), "distance_threshold": 0.02}
 PPO_ENVS = 8
 PPO_STEPS_PER_ENV = 256
@@ -76,7 +77,7 @@ def build_model(variant: str, seed: int) -> Any:
         if variant == "grpo_no_is":
             extra["rollout_buffer_kwargs"] = {"is_correction": False}
         return GRPO("MultiInputPolicy", env, seed=seed, **extra)
-    if variant == "sac_her":
+    if variant.startswith("sac_her"):
         env = VecNormalize(make_vec_env(ENV_ID, n_envs=1, seed=seed, env_kwargs=kwargs), norm_reward=False)
         return SAC(
             "MultiInputPolicy",
@@ -230,10 +231,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variants", nargs="+", default=list(ALL_VARIANTS), choices=ALL_VARIANTS)
     parser.add_argument("--seeds-ours", type=int, default=5, help="seeds of the default GRPO variant")
-    parser.add_argument("--seeds-ablations", type=int, default=3, help="seeds per GRPO ablation / hard variant")
-    parser.add_argument("--seeds-baselines", type=int, default=3, help="seeds for SAC+HER and PPO")
+    parser.add_argument("--seeds-ablations", type=int, default=3, help="seeds per GRPO ablation and per hard variant")
+    parser.add_argument("--seeds-baselines", type=int, default=3, help="seeds for SAC+HER and PPO on the k=2 task")
     parser.add_argument("--budget-ours", type=int, default=32_000, help="env steps per GRPO run")
     parser.add_argument("--budget-sac", type=int, default=30_000, help="env steps per SAC+HER run")
+    parser.add_argument("--budget-hard", type=int, default=64_000, help="env steps per run on the harder task")
     parser.add_argument("--budget-ppo", type=int, default=100_000, help="env steps per PPO run")
     parser.add_argument("--eval-every-sac", type=int, default=1_000, help="env steps between SAC+HER evaluations")
     parser.add_argument("--eval-every-ppo", type=int, default=PPO_ENVS * PPO_STEPS_PER_ENV)
@@ -245,9 +247,12 @@ def main() -> None:
     for variant in args.variants:
         if variant.startswith("grpo"):
             n_seeds = args.seeds_ours if variant == "grpo" else args.seeds_ablations
-            jobs += [(variant, s, args.budget_ours, 64 * EPISODE_STEPS) for s in range(n_seeds)]
-        elif variant == "sac_her":
-            jobs += [(variant, s, args.budget_sac, args.eval_every_sac) for s in range(args.seeds_baselines)]
+            budget = args.budget_hard if variant.endswith("_hard") else args.budget_ours
+            jobs += [(variant, s, budget, 64 * EPISODE_STEPS) for s in range(n_seeds)]
+        elif variant.startswith("sac_her"):
+            budget = args.budget_hard if variant.endswith("_hard") else args.budget_sac
+            n_seeds = args.seeds_ablations if variant.endswith("_hard") else args.seeds_baselines
+            jobs += [(variant, s, budget, args.eval_every_sac) for s in range(n_seeds)]
         else:
             jobs += [(variant, s, args.budget_ppo, args.eval_every_ppo) for s in range(args.seeds_baselines)]
     runs = []
