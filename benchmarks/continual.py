@@ -1,8 +1,10 @@
 """Continual fine-tuning benchmark: does EWC keep what sim taught while the policy adapts to the robot's drift?
 
 1. Train GRPO on DelayedFetchReach with delay k=2 (the original task), or reuse the checkpoint of a previous run.
-2. Shift the condition: the simulated robot now has delay 3 and a 10% actuation gain error (``--gain``). The
-   runtime still builds the deployed contract's observation (history of 2 commands), as it would on the robot.
+2. Shift the condition: the simulated robot now has a longer delay and an actuation gain error (``--delay``,
+   ``--gain``; the issue's example, delay 3 and gain 1.1, does not hurt the sim-trained policy, so the default is
+   delay 6 and gain 1.5, the largest gain the env accepts). The runtime still builds the deployed contract's
+   observation (history of 2 commands), as it would on the robot.
 3. Production line: ``--targets`` fixed targets, each attempted ``--attempts`` times from the home pose by the
    deployed policy with exploration (actions sampled from its Gaussian), behind the safety filter; every tick
    goes through the runtime's tick log (``deploy.runtime.ticklog``) and is read back by the fine-tuner.
@@ -14,7 +16,9 @@
 
 Writes benchmarks/results/continual.json and .md, with peak memory (ru_maxrss).
 
-    .venv/bin/python benchmarks/continual.py [--delay 6 --gain 1.5] [--lambdas 10,30] [--gammas 0.9,1] [--rounds 6]
+    .venv/bin/python benchmarks/continual.py                       # the main table (about 9 minutes here)
+    .venv/bin/python benchmarks/continual.py --delay 3 --gain 1.1 --rounds 2 --lambdas 30 --gammas 0.9 \
+        --out benchmarks/results/continual_issue_example          # the issue's example drift
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ FRESH_STATE_AGE_S = 0.0
 EVAL_SEED = 50_000  # random-goal evaluation episodes
 LINE_SEED = 70_000  # the production line's targets: the goal of reset(seed=LINE_SEED + i)
 FISHER_SEED = 90_000
+TARGET_NEW = 0.9  # success on the new condition
+TARGET_KEPT = 0.9  # share of the original success kept
 
 
 def shifted_env(delay: int, gain: float) -> DelayedFetchReachEnv:
@@ -197,14 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train-steps", type=int, default=12_800)
     parser.add_argument("--checkpoint", default="runs/continual/base_k2.zip")
-    parser.add_argument("--delay", type=int, default=3, help="the drifted robot's delay (control steps)")
-    parser.add_argument("--gain", type=float, default=1.1, help="the drifted robot's actuation gain")
+    parser.add_argument("--delay", type=int, default=6, help="the drifted robot's delay (control steps)")
+    parser.add_argument("--gain", type=float, default=1.5, help="the drifted robot's actuation gain")
     parser.add_argument("--targets", type=int, default=16, help="distinct targets on the line")
     parser.add_argument("--attempts", type=int, default=8, help="attempts per target and round (= group size)")
     parser.add_argument("--updates", type=int, default=10, help="GRPO updates per round")
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--lambdas", default="1,10,100", help="EWC lambdas to compare with plain fine-tuning")
-    parser.add_argument("--gammas", default="0.9", help="online-EWC decays (each lambda runs with each gamma)")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--lambdas", default="10,30", help="EWC lambdas to compare with plain fine-tuning")
+    parser.add_argument("--gammas", default="0.9,1", help="online-EWC decays (each lambda runs with each gamma)")
     parser.add_argument("--skip-plain", action="store_true", help="only the EWC variants (e.g. a gamma sweep)")
     parser.add_argument("--eval-episodes", type=int, default=100)
     parser.add_argument("--out", default=str(RESULTS / "continual"))
@@ -283,6 +289,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def meets_target(scores: dict[str, Any], before: dict[str, Any]) -> bool:
+    """The issue's target: >= 90% on the new condition, >= 90% of the original success kept."""
+    kept = scores["original"]["success"] / max(before["original"]["success"], 1e-9)
+    return scores["new"]["success"] >= TARGET_NEW and kept >= TARGET_KEPT
+
+
 def interventions(scores: dict[str, Any]) -> float:
     """Safety-filter interventions per episode, summed over the new condition and the original task."""
     return scores["new"]["interventions_per_episode"] + scores["original"]["interventions_per_episode"]
@@ -314,6 +326,23 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"| {name} | {r['round']} | {r['new']['success']:.2f} | {r['new_line_targets']['success']:.2f} "
                 f"| {r['original']['success']:.2f} | {kept:.0f} | {interventions(r):.2f} |"
             )
+    if report.get("note"):
+        lines += ["", f"Note: {report['note']}"]
+    lines += [
+        "",
+        "Round 1 of every variant trains on the same logs (collected once by the deployed policy) with the same "
+        "budget; from round 2 on each variant collects its own logs with its current policy (online fine-tuning).",
+        "",
+        f"Target: new condition >= {TARGET_NEW:.2f} while keeping >= {100 * TARGET_KEPT:.0f}% of the original success.",
+        "",
+        "| policy | first round on target | rounds on target | max interventions / episode |",
+        "|---|---|---|---|",
+    ]
+    for name, row in report["variants"].items():
+        on_target = [r["round"] for r in row["rounds"] if meets_target(r, before)]
+        worst = max(interventions(r) for r in row["rounds"])
+        first = on_target[0] if on_target else "never"
+        lines.append(f"| {name} | {first} | {len(on_target)} of {len(row['rounds'])} | {worst:.2f} |")
     lines += [
         "",
         f"Round-0 logs: {report['line_logs_round0']}. Training the base policy took {report['train_seconds']:.0f} s "
