@@ -172,7 +172,7 @@ def run_round(
     if result.ewc is not None:
         params, fisher = result.ewc.anchor_arrays()
         anchor = EwcAnchor(params, fisher, meta={"consolidations": result.ewc.consolidations, **asdict(config)})
-    with tempfile.TemporaryDirectory(prefix="finetune-", dir=store.root) as tmp:
+    with tempfile.TemporaryDirectory(prefix="finetune-") as tmp:  # outside the store: a crash leaves it clean
         candidate_dir = Path(tmp) / name
         export_package(
             model,
