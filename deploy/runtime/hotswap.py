@@ -103,6 +103,17 @@ class PolicySlot:
         package = load_package(resolved)
         return self.swap(package.make_backend(backend, variant), label=resolved.name)
 
+    def follow(self, link: str | Path, backend: str = "ort-cpu", variant: str | None = None) -> SlotEntry | None:
+        """Swap to the package ``link`` points at (a store's ``current``) if it is not the one running.
+
+        Call it from a watcher thread or between episodes, never inside a tick: it loads and probes the package.
+        A promotion or a rollback in the store (``python -m deploy.finetune.promote rollback``) thus reaches a
+        running controller. Returns the new entry, or None when nothing changed.
+        """
+        if Path(os.path.realpath(link)).name == self._entry.label:
+            return None
+        return self.swap_package(link, backend, variant)
+
     def rollback(self) -> SlotEntry:
         """Publish the previous backend again (and keep the current one as the new rollback target)."""
         with self._lock:

@@ -175,5 +175,7 @@ def test_policy_slot_swaps_to_the_promoted_package(tmp_path: Path, packages: dic
     entry = slot.swap_package(store.root / "current")
     assert entry.label == "v2"
     np.testing.assert_allclose(slot.current()(probe[:1]), [[0.45, 0.45, 0.45]], rtol=1e-5)
+    assert slot.follow(store.root / "current") is None  # already running v2
     store.rollback()
-    assert slot.swap_package(store.root / "current").label == "v1"
+    assert slot.follow(store.root / "current").label == "v1"  # the store's rollback reaches the running slot
+    np.testing.assert_allclose(slot.current()(probe[:1]), [[0.5, 0.5, 0.5]], rtol=1e-5)
