@@ -64,6 +64,16 @@ def _peak_rss_mb() -> tuple[float, float]:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, hwm
 
 
+def _cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of all CPUs from /proc/stat (nan on systems without it)."""
+    stat = Path("/proc/stat")
+    if not stat.is_file():
+        return float("nan"), float("nan")
+    fields = [float(x) for x in stat.read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
 def _runtime_child(conn: Any) -> None:
     """The measured process: waits for its job, then runs the controller with robot-side imports only."""
     job: dict[str, Any] = conn.recv()
@@ -215,7 +225,10 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "",
         f"Policy: {meta['policy']}. Robot: SimRobot real-time over a pty, delay {DELAY_STEPS} steps. "
         f"Backend: ort-cpu. {meta['seconds']} s per case. Machine: {meta['machine']}; load average at start "
-        f"{meta['loadavg']}.",
+        f"{meta['loadavg']}; all CPUs {meta['cpu_busy_pct']:.0f}% busy during the run (this machine is shared "
+        "with other jobs: the SCHED_FIFO rows show what a real-time priority buys on a loaded machine). A pty "
+        "hands bytes to its reader through a kernel worker thread of normal priority, so under full load a state "
+        "can reach even a SCHED_FIFO loop late; that shows up as jitter, not as tick latency.",
         "",
         "Latency = state frame in -> command frame out. Jitter = |interval between consecutive commands - period|; "
         "the loop answers each robot state as it arrives, so it includes the robot's own state jitter (robot "
@@ -270,6 +283,7 @@ def main() -> None:
     cases = [(rate, with_log, fifo) for rate in RATES_HZ for with_log, fifo in variants]
     runtimes = [start_runtime() for _ in cases]  # before torch / MuJoCo make this process large
     results = []
+    busy0, total0 = _cpu_times()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         model, meta["policy"] = _model_path(workdir)
@@ -288,6 +302,8 @@ def main() -> None:
                 flush=True,
             )
     meta["orchestrator_rss_mb"] = _peak_rss_mb()[0]
+    busy1, total1 = _cpu_times()
+    meta["cpu_busy_pct"] = 100.0 * (busy1 - busy0) / max(total1 - total0, 1.0)
     (RESULTS / "control_loop.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
     (RESULTS / "control_loop.md").write_text(markdown(results, meta))
     print(markdown(results, meta))
