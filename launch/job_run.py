@@ -77,6 +77,10 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     package = load_package(config["package"])
     contract = package.contract
     policy = package.make_backend(config["backend"], config["variant"])
+    if config["explore"]:
+        from deploy.runtime.exploration import GaussianExploration, policy_std
+
+        policy = GaussianExploration(policy, policy_std(package), seed=config["seed"])
     calibration = load_calibration(config["calibration"] or DEFAULT_SIM_CALIBRATION)
     limits = SafetyLimits.from_calibration(calibration, contract)
     episodes, robot = config["episodes"], config["robot"]
@@ -109,6 +113,7 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "package": str(config["package"]),
         "backend": config["backend"],
         "variant": config["variant"],
+        "explore": config["explore"],
         "robot": robot,
         "episodes": len(report.episodes),
         "success_rate": report.success_rate,

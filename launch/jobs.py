@@ -92,6 +92,7 @@ SCHEMAS: dict[str, Section] = {
             "episode_steps": Field("int", 50, low=1, high=10_000, doc="control steps per target"),
             "seed": Field("int", 0, low=0, doc="seed of the goal sequence (sim robot: the env's seeded goals)"),
             "realtime_priority": Field("int", None, low=1, high=99, nullable=True, doc="SCHED_FIFO priority"),
+            "explore": Field("bool", False, doc="propose mean + the policy's Gaussian noise (data for fine-tuning)"),
             "output": Field("path", "runs"),
         }
     ),

@@ -1,0 +1,52 @@
+"""Opt-in exploration for production-line data collection: the policy's mean action plus Gaussian noise.
+
+GRPO fine-tuning needs groups whose members differ: a deterministic policy repeating a target produces the same
+episode every time (zero variance, nothing to learn). With exploration on, each tick proposes
+``mean + N(0, std^2)`` with the policy's own std (``exp(log_std)`` from the package's EWC anchor), so the logged
+*proposed* action is a sample of the deployed Gaussian policy and the fine-tuner's log-probabilities are exact
+(up to the exported mean's clipping at the action bounds). The safety filter still sees every proposal: noise
+never bypasses the clip, rate limit, workspace barrier or watchdog. Off unless the run asks for it.
+
+numpy only (robot side).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+LOG_STD_KEY = "log_std"
+
+
+class GaussianExploration:
+    """Wrap a policy (flat float32 [B, D] -> [B, A]) so it proposes its mean plus Gaussian noise.
+
+    :param policy: the deterministic policy (an inference backend or a ``PolicySlot``).
+    :param std: noise std per action dimension (command units), or one value for all.
+    :param seed: seed of the noise generator (runs are reproducible).
+    """
+
+    def __init__(self, policy: Any, std: np.ndarray | float, seed: int = 0) -> None:
+        std = np.asarray(std, dtype=np.float64)
+        if not np.all(np.isfinite(std)) or np.any(std < 0):
+            raise ValueError(f"exploration std must be finite and >= 0 (command units), got {std}")
+        self.policy = policy
+        self.std = std
+        self._rng = np.random.default_rng(seed)
+
+    def __call__(self, obs_flat: np.ndarray) -> np.ndarray:
+        mean = np.asarray(self.policy(obs_flat))
+        noise = self._rng.normal(0.0, 1.0, size=mean.shape) * self.std
+        return (mean + noise).astype(np.float32)
+
+
+def policy_std(package: Any) -> np.ndarray:
+    """The deployed policy's action std, ``exp(log_std)``, from the package's EWC anchor (``ewc.npz``)."""
+    anchor = package.load_ewc_anchor()
+    if anchor is None or LOG_STD_KEY not in anchor["params"]:
+        raise ValueError(
+            f"package {package.folder} has no {LOG_STD_KEY!r} in its ewc.npz, so its policy std is unknown; "
+            "re-export it with robot-grpo export (which ships the EWC anchor) or give an explicit std"
+        )
+    return np.exp(np.asarray(anchor["params"][LOG_STD_KEY], dtype=np.float64))
