@@ -84,7 +84,8 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     calibration = load_calibration(config["calibration"] or DEFAULT_SIM_CALIBRATION)
     limits = SafetyLimits.from_calibration(calibration, contract)
     episodes, robot = config["episodes"], config["robot"]
-    seeds = [config["seed"] + i for i in range(episodes)]
+    # A production line repeats its targets: attempts at one target are consecutive and share its seed.
+    seeds = [config["seed"] + i // config["attempts_per_target"] for i in range(episodes)]
     if config["goals_file"]:
         targets = read_goals_file(config["goals_file"], episodes)
     elif robot["kind"] == "sim":
@@ -96,7 +97,13 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     box = (calibration.workspace_low, calibration.workspace_high)
     goals = GoalSource(targets, seeds, workspace=box if config["goals_file"] else None)
     steps = config["episode_steps"]
+    if config["period_s"] is not None and not (robot["kind"] == "sim" and robot["lockstep"]):
+        raise LaunchError(
+            "'period_s' may only shorten the period against the lock-step simulated robot (robot.lockstep: true); "
+            "a real-time robot runs at the policy's control period"
+        )
     loop_config = LoopConfig(
+        period_s=config["period_s"],
         max_episode_steps=steps,
         max_ticks=episodes * (steps + HOME_TICKS_PER_EPISODE) + EXTRA_TICKS,
         realtime_priority=config["realtime_priority"],

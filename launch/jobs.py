@@ -24,6 +24,7 @@ ENV_IDS = ("DelayedFetchReach-v0", "PointReach-v0")
 BACKENDS = ("ort-cpu", "ort-cuda", "ort-trt", "tensorrt")
 VARIANTS = ("fp32", "fp16", "int8", "engine")
 DEFAULT_PACKAGE = "models/default"
+DEFAULT_CHECKPOINT = "models/default_checkpoint.zip"
 
 ENV = Section(
     {
@@ -90,6 +91,15 @@ SCHEMAS: dict[str, Section] = {
             "goals_file": Field("path", None, nullable=True, doc="YAML list of [x, y, z] targets (metres)"),
             "episodes": Field("int", 20, low=1),
             "episode_steps": Field("int", 50, low=1, high=10_000, doc="control steps per target"),
+            "attempts_per_target": Field("int", 1, low=1, high=1000, doc="a line repeats each target this often"),
+            "period_s": Field(
+                "float",
+                None,
+                low=1e-3,
+                high=1.0,
+                nullable=True,
+                doc="loop period; null = the policy's (lock-step only)",
+            ),
             "seed": Field("int", 0, low=0, doc="seed of the goal sequence (sim robot: the env's seeded goals)"),
             "realtime_priority": Field("int", None, low=1, high=99, nullable=True, doc="SCHED_FIFO priority"),
             "explore": Field("bool", False, doc="propose mean + the policy's Gaussian noise (data for fine-tuning)"),
@@ -109,12 +119,17 @@ SCHEMAS: dict[str, Section] = {
     ),
     "finetune": Section(
         {
-            "package": Field("path", DEFAULT_PACKAGE, doc="the running policy package"),
-            "logs": Field("path", required=True, doc="tick log file or folder from the runtime"),
+            "store": Field("path", "runs/store", doc="package store (current/previous); seeded from package"),
+            "package": Field("path", DEFAULT_PACKAGE, doc="the running package, installed first into an empty store"),
+            "checkpoint": Field("path", DEFAULT_CHECKPOINT, doc="its GRPO checkpoint (training side)"),
+            "logs": Field("path", required=True, doc="tick log file or folder from the runtime (explore: true)"),
             "env": ENV,
-            "ewc_lambda": Field("float", None, low=0.0, nullable=True, doc="EWC strength; null = default"),
-            "total_timesteps": Field("int", 6_400, low=1),
-            "promote_to": Field("path", None, nullable=True, doc="package path to promote into when the gate passes"),
+            "robot": ROBOT,
+            "calibration": Field("path", None, nullable=True, doc="calibration file (safety limits of the gate)"),
+            "ewc_lambda": Field("float", None, low=0.0, nullable=True, doc="EWC strength; 0 = plain; null = default"),
+            "n_updates": Field("int", 10, low=1, high=1000, doc="GRPO updates over the logged rows"),
+            "gate_episodes": Field("int", 100, low=10, doc="seeded episodes per task and policy in the gate"),
+            "seed": Field("int", 0, low=0),
             "output": Field("path", "runs"),
         }
     ),

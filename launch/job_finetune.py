@@ -1,0 +1,107 @@
+"""``robot-grpo finetune``: tick logs -> GRPO + EWC -> candidate package -> gate -> atomic promotion (or not)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from launch.jobs import write_resolved
+from launch.training import env_kwargs_from
+
+
+def robot_env_kwargs(robot: dict[str, Any], history_len: int) -> dict[str, Any]:
+    """Sim env kwargs of the robot's current condition; the observation keeps the policy's history length."""
+    return {
+        "delay": robot["delay"],
+        "action_gain": robot["action_gain"],
+        "obs_noise_std_m": robot["obs_noise_std_m"],
+        "history_len": history_len,
+    }
+
+
+def seed_store(store: Any, package: str | Path, checkpoint: str | Path, name: str = "base") -> None:
+    """Install and promote the running package into an empty store (a store that has one is left alone)."""
+    if store.current_name() is not None:
+        return
+    store.install(package, name, checkpoint)
+    store.promote(name, {"passed": True, "reasons": ["initial package"]})
+
+
+def logged_episode_steps(logs: str | Path, contract: Any, model_steps: int) -> int:
+    """Transitions per logged episode to train on: the model's episode length, or the logs' when shorter
+    (an episode of N policy ticks yields N - 1 transitions, since the last tick's next state is not logged)."""
+    from deploy.finetune.dataset import load_log_dataset
+
+    lengths = [len(ep.actions) for ep in load_log_dataset(logs, contract).episodes]
+    if not lengths:
+        raise ValueError(f"{logs} holds no complete episode: run the robot with explore: true to collect some")
+    return min(model_steps, int(np.median(lengths)))
+
+
+def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """One round as the launch config says; returns the gate report (dict) and where the store points."""
+    from calibration.schema import DEFAULT_SIM_CALIBRATION, load_calibration
+    from deploy.export.rollouts import make_env
+    from deploy.finetune.gate import GateConfig
+    from deploy.finetune.promote import PackageStore
+    from deploy.finetune.round import RoundConfig, run_round
+    from deploy.runtime.safety import SafetyLimits
+    from robot_grpo.ewc import DEFAULT_EWC_LAMBDA
+    from robot_grpo.grpo import GRPO
+
+    store = PackageStore(config["store"])
+    seed_store(store, config["package"], config["checkpoint"])
+    running_name = store.current_name()
+    running = store.load_current()
+    env_id, env_kwargs = config["env"]["id"], env_kwargs_from(config["env"])
+    model = GRPO.load(str(store.checkpoint_path(running_name)), device="cpu")
+    history_len = running.contract.history_len
+    gate_envs = {
+        "original": make_env(env_id, env_kwargs),
+        "current": make_env(env_id, robot_env_kwargs(config["robot"], history_len)),
+    }
+    limits = SafetyLimits.from_calibration(
+        load_calibration(config["calibration"] or DEFAULT_SIM_CALIBRATION), running.contract
+    )
+    lam = DEFAULT_EWC_LAMBDA if config["ewc_lambda"] is None else config["ewc_lambda"]
+    n_steps = logged_episode_steps(config["logs"], running.contract, model.n_steps)
+    candidate = f"ft-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        report = run_round(
+            store,
+            config["logs"],
+            model,
+            gate_envs,
+            limits,
+            candidate,
+            env_id,
+            env_kwargs,
+            config=RoundConfig(n_updates=config["n_updates"], ewc_lambda=lam, n_steps=n_steps, seed=config["seed"]),
+            gate_config=GateConfig(n_episodes=config["gate_episodes"]),
+        )
+    finally:
+        for env in gate_envs.values():
+            env.close()
+    result = {
+        "candidate": candidate,
+        "running_before": running_name,
+        "current_after": store.current_name(),
+        "promoted": store.current_name() == candidate,
+        "ewc_lambda": lam,
+        "gate": report.to_dict(),
+    }
+    (run_dir / "finetune_report.json").write_text(json.dumps(result, indent=2, default=str))
+    return result
+
+
+def main(config: dict[str, Any]) -> int:
+    run_dir = Path(config["output"]) / config["name"]
+    write_resolved(config, run_dir)
+    result = finetune(config, run_dir)
+    verdict = "promoted" if result["promoted"] else "not promoted: " + "; ".join(result["gate"]["reasons"])
+    print(f"candidate {result['candidate']}: {verdict}; current = {result['current_after']} ({config['store']})")
+    return 0
