@@ -74,6 +74,57 @@ def _cpu_times() -> tuple[float, float]:
     return sum(fields) - idle, sum(fields)
 
 
+def _pty_ping_pong(conn: Any, period_s: float, count: int, fifo: bool) -> None:
+    """Baseline without any of our code: one byte each way over a bare pty, paced at ``period_s``; round trips (s)."""
+    import os
+    import select
+    import tty
+
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    pid = os.fork()
+    if pid == 0:  # the echo side
+        if fifo:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(ROBOT_RT_PRIORITY))
+        while (data := os.read(master, 64)) != b"q":
+            os.write(master, data)
+        os._exit(0)
+    if fifo:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RUNTIME_RT_PRIORITY))
+    trips = []
+    next_t = time.monotonic()
+    for _ in range(count):
+        next_t += period_s
+        time.sleep(max(0.0, next_t - time.monotonic()))
+        t0 = time.monotonic()
+        os.write(slave, b"x")
+        select.select([slave], [], [], 1.0)
+        os.read(slave, 64)
+        trips.append(time.monotonic() - t0)
+    os.write(slave, b"q")
+    os.waitpid(pid, 0)
+    conn.send(trips)
+
+
+def pty_baseline(period_s: float, count: int, fifo: bool) -> dict[str, float]:
+    import numpy as np
+
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=_pty_ping_pong, args=(child, period_s, count, fifo))
+    process.start()
+    trips = np.asarray(parent.recv())
+    process.join()
+    return {
+        "period_s": period_s,
+        "scheduler": f"SCHED_FIFO {RUNTIME_RT_PRIORITY}/{ROBOT_RT_PRIORITY}" if fifo else "default",
+        "round_trips": int(trips.size),
+        "p50_s": float(np.percentile(trips, 50)),
+        "p99_s": float(np.percentile(trips, 99)),
+        "max_s": float(trips.max()),
+    }
+
+
 def _runtime_child(conn: Any) -> None:
     """The measured process: waits for its job, then runs the controller with robot-side imports only."""
     job: dict[str, Any] = conn.recv()
@@ -257,6 +308,20 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     heavy = sorted({m for r in results for m in r["heavy_modules_loaded"]}) or "none"
     lines += [
         "",
+        "Baseline, none of our code: a bare pty ping-pong (one byte each way, paced at the period) between two "
+        "processes, same machine, run right after the loop cases. Its round-trip tail is the floor under the "
+        "loop's jitter.",
+        "",
+        "| period | scheduler | round trips | p50 ms | p99 ms | max ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for b in meta["pty_baseline"]:
+        lines.append(
+            f"| {b['period_s'] * 1e3:g} ms | {b['scheduler']} | {b['round_trips']} | {_ms(b['p50_s'])} | "
+            f"{_ms(b['p99_s'])} | {_ms(b['max_s'])} |"
+        )
+    lines += [
+        "",
         f"Runtime RSS target < {TARGET_RSS_MB:g} MB: "
         + ("met" if all(r["ru_maxrss_mb"] < TARGET_RSS_MB for r in results) else "NOT met")
         + f". Heavy modules imported by the runtime process: {heavy}.",
@@ -301,6 +366,8 @@ def main() -> None:
                 f"{int(t['overruns'])}, RSS {result['ru_maxrss_mb']:.1f} MB",
                 flush=True,
             )
+    baseline_trips = int(args.seconds * max(RATES_HZ) / 2)
+    meta["pty_baseline"] = [pty_baseline(1.0 / max(RATES_HZ), baseline_trips, fifo) for fifo in (False, True)]
     meta["orchestrator_rss_mb"] = _peak_rss_mb()[0]
     busy1, total1 = _cpu_times()
     meta["cpu_busy_pct"] = 100.0 * (busy1 - busy0) / max(total1 - total0, 1.0)
