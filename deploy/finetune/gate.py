@@ -14,6 +14,10 @@ The candidate passes when, with ``config`` margins (success rates are fractions 
     tasks (no more safety-filter interventions), and no safe stop the running policy did not also cause.
 
 A candidate whose model raises, returns NaN/inf or a wrong shape fails with that reason.
+
+Targets outside the robot's workspace box are not tasks the robot is given (the runtime's ``GoalSource`` refuses
+them, and the barrier would hold the arm short of them): with safety limits, seeded episodes whose goal lies
+outside the box are skipped, the same ones for both policies, and counted in ``skipped_goals``.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ class ClosedLoopResult:
     safe_stops: int
     n_episodes: int
     error: str = ""  # the policy failed to run (raised, NaN, wrong shape)
+    skipped_goals: int = 0  # seeded episodes whose goal lies outside the workspace box (not evaluated)
 
 
 @dataclass
@@ -107,10 +112,13 @@ def closed_loop_eval(
 
     Without ``limits`` only non-finite actions are replaced by the hold command (and counted).
     """
-    successes, interventions, stops = 0, 0, 0
+    successes, interventions, stops, skipped = 0, 0, 0, 0
     position = slice(*contract.position_slice)
     for seed in seeds:
         obs, _ = env.reset(seed=int(seed))
+        if limits is not None and not _inside(obs["desired_goal"], limits):
+            skipped += 1
+            continue
         previous = contract.hold()
         done, info = False, {}
         while not done:
@@ -151,8 +159,18 @@ def closed_loop_eval(
             previous = action
             done = terminated or truncated
         successes += bool(info.get("is_success", False))
-    n = len(seeds)
-    return ClosedLoopResult(successes / n, interventions / n, stops, n)
+    n = len(seeds) - skipped
+    if n == 0:
+        return ClosedLoopResult(
+            0.0, 0.0, 0, 0, error="every seeded goal lies outside the workspace box", skipped_goals=skipped
+        )
+    return ClosedLoopResult(successes / n, interventions / n, stops, n, skipped_goals=skipped)
+
+
+def _inside(goal: np.ndarray, limits: SafetyLimits) -> bool:
+    dims = limits.position_dims
+    low, high = np.asarray(limits.workspace_low), np.asarray(limits.workspace_high)
+    return bool(np.all(goal[:dims] >= low) and np.all(goal[:dims] <= high))
 
 
 def decide(

@@ -97,3 +97,30 @@ def test_closed_loop_eval_holds_and_counts_nan_actions(sim_envs, limits) -> None
 
     out = closed_loop_eval(act, sim_envs["original"], contract, [0, 1], limits=limits)
     assert out.success_rate == 0.0 and out.interventions_per_episode == 50
+
+
+def test_goals_outside_the_workspace_are_skipped_for_both_policies(sim_envs) -> None:
+    env = sim_envs["original"]
+    contract = env.unwrapped.contract
+    seeds = list(range(20))
+    goals = np.stack([env.reset(seed=s)[0]["desired_goal"] for s in seeds])
+    # A box whose x-floor sits at the median goal: about half the seeded goals fall outside it.
+    floor = float(np.median(goals[:, 0]))
+    box = SafetyLimits(
+        workspace_low=(floor, -0.25, -0.25),
+        workspace_high=(0.25, 0.25, 0.25),
+        max_action=1.0,
+        max_action_rate=2.0,
+        barrier_fraction=0.5,
+        action_scale_m=0.05,
+    )
+    outside = int(np.sum(goals[:, 0] < floor))
+
+    def hold(obs: np.ndarray) -> np.ndarray:
+        return np.zeros((1, contract.action_dim), dtype=np.float32)
+
+    out = closed_loop_eval(hold, env, contract, seeds, limits=box)
+    assert out.skipped_goals == outside > 0
+    assert out.n_episodes == len(seeds) - outside
+    everything = closed_loop_eval(hold, env, contract, seeds, limits=None)
+    assert everything.skipped_goals == 0 and everything.n_episodes == len(seeds)
