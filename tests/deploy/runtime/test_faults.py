@@ -11,6 +11,9 @@ Timing: the loop period is 10 ms; watchdog hold 25 ms (2.5 periods), stop 100 ms
 from __future__ import annotations
 
 import math
+import select
+import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -164,3 +167,117 @@ def test_fault(fault: Fault):
     assert report.transitions[-1].target is LoopState.DONE
     if fault.name == "corrupt_1pct":
         assert report.decoder_errors, "the corrupted bytes were not counted"
+
+
+class CuttableRelay:
+    """A TCP null-modem on loopback: the robot connects first, then the runtime. ``cut()`` drops the runtime's
+    connection and stops listening (its reconnects are refused, like an unplugged adapter); ``restore()`` listens
+    again on the same port."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.robot: socket.socket | None = None
+        self.runtime: socket.socket | None = None
+        self.accepts = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"socket://127.0.0.1:{self.port}"
+
+    def start(self) -> CuttableRelay:
+        self._thread.start()
+        return self
+
+    def cut(self) -> None:
+        runtime, self.runtime = self.runtime, None
+        listener, self.listener = self.listener, None
+        for s in (runtime, listener):
+            if s is not None:
+                s.close()
+
+    def restore(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        for s in (self.robot, self.runtime, self.listener):
+            if s is not None:
+                s.close()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            listener = self.listener
+            if listener is not None and (self.robot is None or self.runtime is None):
+                ready, _, _ = select.select([listener], [], [], RELAY_POLL_S)
+                if ready:
+                    conn, _ = listener.accept()
+                    self.accepts += 1
+                    if self.robot is None:
+                        self.robot = conn
+                    else:
+                        self.runtime = conn
+                continue
+            pairs = [(s, d) for s, d in ((self.robot, self.runtime), (self.runtime, self.robot)) if s and d]
+            if not pairs:
+                self._stop.wait(RELAY_POLL_S)
+                continue
+            try:
+                ready, _, _ = select.select([s for s, _ in pairs], [], [], RELAY_POLL_S)
+                for src, dst in pairs:
+                    if src in ready:
+                        data = src.recv(65536)
+                        if data:
+                            dst.sendall(data)
+            except OSError:  # the runtime side was cut under us
+                continue
+
+
+RELAY_POLL_S = 0.002
+CUT_TICKS = 30
+
+
+def test_port_failure_reconnects():
+    """The port itself fails (the runtime's connection drops and reconnects are refused for a while): the loop
+    counts the link error, stops safely, reopens the port when it is back, and runs whole episodes again."""
+    relay = CuttableRelay().start()
+    robot = SimRobot(port=relay.url, mode="lockstep", delay=DELAY, control_period_s=PERIOD_S)
+    events: dict[str, int] = {}
+
+    def schedule(controller: Controller, record) -> None:
+        if "cut" not in events and controller.tick >= START and controller.sm.state is LoopState.RUN:
+            relay.cut()
+            events["cut"] = controller.tick + 1
+        elif "cut" in events and "restore" not in events and controller.tick + 1 >= events["cut"] + CUT_TICKS:
+            relay.restore()
+            events["restore"] = controller.tick + 1
+
+    robot.start()
+    try:
+        config = LoopConfig(
+            period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, max_ticks=400, reconnect_interval_s=0.02
+        )
+        controller = Controller(
+            relay.url,
+            CONTRACT,
+            Push(TOWARD_MINUS_Y),
+            limits(hold_s=HOLD_S, stop_s=STOP_S),
+            seeded_goals(list(range(8))),
+            config,
+            on_tick=schedule,
+        )
+        report = controller.run()
+    finally:
+        robot.stop()
+        relay.stop()
+    assert report.counts["link_errors"] >= 1
+    assert report.counts["reconnects"] >= 1
+    assert relay.accepts >= 3  # robot, runtime, runtime again
+    stops = [t for t in report.transitions if t.target is LoopState.SAFE_STOP]
+    assert stops and events["cut"] <= stops[0].tick <= events["cut"] + STOP_TICKS + 2
+    resumed = [t for t in report.transitions if t.target is LoopState.RUN and t.tick >= events["restore"]]
+    assert resumed
+    assert any(not e.aborted and e.steps == EPISODE_STEPS and e.index > 0 for e in report.episodes)
