@@ -22,19 +22,31 @@ HOME_TICKS_PER_EPISODE = 4  # ticks spent homing and holding between episodes
 EXTRA_TICKS = 50  # startup hold and slack before the tick limit ends a run
 
 
-def sim_goals(seeds: list[int], delay: int) -> np.ndarray:
-    """The targets the simulated task draws for these seeds (the same goals a pure-sim evaluation serves)."""
+def sim_goals(
+    first_seed: int, n_targets: int, delay: int, box: tuple[Any, Any], max_draws: int = 100_000
+) -> tuple[np.ndarray, list[int], int]:
+    """The first ``n_targets`` goals the simulated task draws from seeds ``first_seed, first_seed + 1, ...`` that
+    lie inside the workspace ``box`` (the same goals a pure-sim evaluation with those seeds serves); returns the
+    goals, their seeds, and how many seeds were skipped because their goal lies outside the box."""
     from envs.delayed_fetch_reach import DelayedFetchReachEnv
 
+    low, high = np.asarray(box[0]), np.asarray(box[1])
     env = DelayedFetchReachEnv(delay=delay)
+    goals: list[np.ndarray] = []
+    seeds: list[int] = []
+    seed = first_seed
     try:
-        goals = []
-        for seed in seeds:
+        while len(goals) < n_targets:
+            if seed - first_seed >= max_draws:
+                raise LaunchError(f"fewer than {n_targets} of {max_draws} sim goals lie in the workspace {box}")
             env.reset(seed=seed)
-            goals.append(env.goal.copy())
-        return np.stack(goals)
+            if np.all(env.goal >= low) and np.all(env.goal <= high):
+                goals.append(env.goal.copy())
+                seeds.append(seed)
+            seed += 1
     finally:
         env.close()
+    return np.stack(goals), seeds, seed - first_seed - n_targets
 
 
 def read_goals_file(path: str | Path, episodes: int) -> np.ndarray:
@@ -85,17 +97,21 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     limits = SafetyLimits.from_calibration(calibration, contract)
     episodes, robot = config["episodes"], config["robot"]
     # A production line repeats its targets: attempts at one target are consecutive and share its seed.
-    seeds = [config["seed"] + i // config["attempts_per_target"] for i in range(episodes)]
+    attempts = config["attempts_per_target"]
+    n_targets = -(-episodes // attempts)
+    box = (calibration.workspace_low, calibration.workspace_high)
+    skipped = 0
     if config["goals_file"]:
-        targets = read_goals_file(config["goals_file"], episodes)
+        targets = read_goals_file(config["goals_file"], n_targets)
+        target_seeds = [config["seed"] + i for i in range(n_targets)]
     elif robot["kind"] == "sim":
-        targets = sim_goals(seeds, robot["delay"])
+        # The sim task's goals that lie in the calibrated box (FetchReach draws z down to 0.385 m, below a
+        # measured floor): a target outside the workspace is not a task, the GoalSource would refuse it.
+        targets, target_seeds, skipped = sim_goals(config["seed"], n_targets, robot["delay"], box)
     else:
         raise LaunchError("'goals_file' is required on a real robot: the targets of the line, [x, y, z] metres")
-    # Targets given by the user must lie in the calibrated box; the sim task's own seeded goals may sit just
-    # below it (FetchReach draws z down to 0.385 m), where the filter stops the arm at the box, as on a robot.
-    box = (calibration.workspace_low, calibration.workspace_high)
-    goals = GoalSource(targets, seeds, workspace=box if config["goals_file"] else None)
+    index = [i // attempts for i in range(episodes)]
+    goals = GoalSource(targets[index], [target_seeds[i] for i in index], workspace=box)
     steps = config["episode_steps"]
     if config["period_s"] is not None and not (robot["kind"] == "sim" and robot["lockstep"]):
         raise LaunchError(
@@ -128,6 +144,7 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "interventions": report.interventions,
         "counts": report.counts,
         "ticks": report.ticks,
+        "skipped_goals_outside_workspace": skipped,
         "ticklog": str(run_dir / TICKLOG_NAME),
         "episode_results": [
             {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(e).items()} for e in report.episodes
