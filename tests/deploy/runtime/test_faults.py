@@ -5,6 +5,9 @@ a fault starts at tick START in RUN and ends DURATION ticks later. In all: zero 
 workspace box, hold within one period of detection, safe stop within the watchdog timeout (for faults longer
 than it), and the loop recovers when the link does (it runs a full episode after the fault).
 
+The last test fails the port itself (a TCP relay drops the runtime's connection and refuses reconnects for a
+while), which a pty cannot do: the loop must reopen the port.
+
 Timing: the loop period is 10 ms; watchdog hold 25 ms (2.5 periods), stop 100 ms (10 periods).
 """
 
