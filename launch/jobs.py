@@ -139,6 +139,10 @@ SCHEMAS: dict[str, Section] = {
             "train": TRAIN,
             "robot": ROBOT,
             "episodes": Field("int", 20, low=1, doc="episodes on the simulated robot per stage"),
+            "shift_action_gain": Field("float", 1.5, low=0.5, high=1.5, doc="the robot's drifted actuator gain"),
+            "line_targets": Field("int", 16, low=1, doc="targets of the production line (fine-tuning data)"),
+            "line_attempts": Field("int", 8, low=2, doc="attempts per target (a GRPO group)"),
+            "gate_episodes": Field("int", 100, low=10),
             "output": Field("path", "runs"),
         }
     ),
