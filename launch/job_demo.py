@@ -161,6 +161,7 @@ def demo(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         robot=drifted,
         calibration=str(cal_path),
         gate_episodes=config["gate_episodes"],
+        group_size=config["line_attempts"],
     )
     write_resolved(ft, run_dir / "finetune")
     ft_result = finetune(ft, run_dir / "finetune")

@@ -80,7 +80,13 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             candidate,
             env_id,
             env_kwargs,
-            config=RoundConfig(n_updates=config["n_updates"], ewc_lambda=lam, n_steps=n_steps, seed=config["seed"]),
+            config=RoundConfig(
+                group_size=config["group_size"],
+                n_updates=config["n_updates"],
+                ewc_lambda=lam,
+                n_steps=n_steps,
+                seed=config["seed"],
+            ),
             gate_config=GateConfig(n_episodes=config["gate_episodes"]),
         )
     finally:

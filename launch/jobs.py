@@ -128,6 +128,7 @@ SCHEMAS: dict[str, Section] = {
             "calibration": Field("path", None, nullable=True, doc="calibration file (safety limits of the gate)"),
             "ewc_lambda": Field("float", None, low=0.0, nullable=True, doc="EWC strength; 0 = plain; null = default"),
             "n_updates": Field("int", 10, low=1, high=1000, doc="GRPO updates over the logged rows"),
+            "group_size": Field("int", 8, low=2, high=256, doc="attempts at one target that form a GRPO group"),
             "gate_episodes": Field("int", 100, low=10, doc="seeded episodes per task and policy in the gate"),
             "seed": Field("int", 0, low=0),
             "output": Field("path", "runs"),
