@@ -131,6 +131,10 @@ class Controller:
         self._dims = limits.position_dims
         self._hold = contract.hold()
         self._history = ActionHistory(contract.history_len, contract.action_dim)
+        # The robot's reported delay line (commands in flight, oldest first). It may be longer than the policy's
+        # history (the robot's delay grew since training): the policy sees its last history_len rows, the
+        # barrier counts all of them.
+        self._in_flight = np.zeros((0, contract.action_dim))
         self._sent: OrderedDict[int, np.ndarray] = OrderedDict()  # seq -> command sent (float64)
         self._sent_capacity = max(64, 4 * contract.history_len)
         self._seq = 0
@@ -444,6 +448,7 @@ class Controller:
         self._episode = episode
         self._episode_steps = 0
         self._history.clear()
+        self._in_flight = self._in_flight[:0]
         self._previous = self._hold.copy()
         self._enter(LoopState.HOMING, f"episode {episode.index}: home (seed {episode.seed})")
         self._send_home()
@@ -488,30 +493,42 @@ class Controller:
             self._finish(f"safe stop ({reason}); recover=False")
 
     def _sync_history(self, msg: StateMsg) -> None:
-        """Set the action history to the robot's reported delay line (commands this loop sent, oldest first)."""
+        """Set the action history to the robot's reported delay line (commands this loop sent, oldest first).
+
+        A line longer than the policy's history (the robot's delay grew since training) is accepted: the policy
+        sees its newest ``history_len`` commands, as the simulator shows a policy trained with that history, and
+        the barrier counts every command in the line. A shorter line is refused: the policy would expect
+        commands in its history that the robot has already applied.
+        """
         if not msg.pending:
             return  # the robot does not report its line: keep the history of what was sent
-        if len(msg.pending) != self.contract.history_len:
+        if len(msg.pending) < self.contract.history_len:
             raise ValueError(
                 f"the robot reports {len(msg.pending)} commands in flight; the policy was trained with a history of "
                 f"{self.contract.history_len}. Recalibrate the delay or use a package trained for this robot"
             )
-        self._history.clear()
-        for seq in msg.pending:
+        rows = np.empty((len(msg.pending), self.contract.action_dim))
+        for i, seq in enumerate(msg.pending):
             command = self._sent.get(seq) if seq != HOLD_SEQ else self._hold
             if command is None:
                 self.counts["unknown_pending"] += 1
                 command = self._hold
-            self._history.push(command)
+            rows[i] = command
             if seq != HOLD_SEQ and seq_newer(seq, self._acked_seq):
                 self._acked_seq = seq
+        if len(msg.pending) > self.contract.history_len:
+            self.counts["line_longer_than_history"] += 1
+        self._in_flight = rows
+        self._history.set_state(rows[len(rows) - self.contract.history_len :])
 
     def _pending_displacement(self) -> np.ndarray:
         """Metres the gripper will still move from the commands in flight (reported and not yet reported)."""
         scale = self.contract.action_scale_m
-        rows = self._history.get_state()
         displacement = np.zeros(self._dims)
-        if self.delay_steps:
+        if len(self._in_flight):
+            displacement += self._in_flight[:, : self._dims].sum(axis=0) * scale
+        elif self.delay_steps:
+            rows = self._history.get_state()
             displacement += rows[-self.delay_steps :, : self._dims].sum(axis=0) * scale
         for seq, command in self._sent.items():
             if seq_newer(seq, self._acked_seq):
