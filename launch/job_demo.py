@@ -4,7 +4,7 @@
     2 export and verify the policy package                                             (--quick: models/default)
     3 calibrate the simulated robot through the link (delay, noise, workspace)
     4 run the safe controller on the robot (real time, 25 Hz) with that calibration
-    5 the robot drifts (actuator gain): run again to see the damage
+    5 the robot drifts (longer delay, actuator gain error): run again to see the damage
     6 the production line repeats targets with exploration on -> tick logs
     7 fine-tune with EWC from those logs -> gate -> atomic promotion (or the running policy stays)
     8 run the promoted policy on the drifted robot
@@ -56,7 +56,8 @@ def _sub(job: str, name: str, output: Path, **sections: Any) -> dict[str, Any]:
 def _run_stage(config: dict[str, Any], out: Path, name: str, package: str, robot: dict, **extra: Any):
     from launch.job_run import run
 
-    sub = _sub("run", name, out, package=package, robot=robot, episodes=config["episodes"], **extra)
+    episodes = config["quick_episodes"] if config["quick"] else config["episodes"]
+    sub = _sub("run", name, out, package=package, robot=robot, episodes=episodes, **extra)
     run_dir = out / name
     write_resolved(sub, run_dir)
     return run(sub, run_dir)
@@ -117,10 +118,11 @@ def demo(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     results["run_base"] = base
     stages.done(f"success {100 * base['success_rate']:.0f}% over {base['episodes']} episodes")
 
-    drifted = {**robot, "action_gain": config["shift_action_gain"]}
-    stages.start(f"the robot drifts (actuator gain {config['shift_action_gain']})")
+    drifted = {**robot, "delay": config["shift_delay"], "action_gain": config["shift_action_gain"]}
+    stages.start(f"the robot drifts (delay {config['shift_delay']} steps, actuator gain {config['shift_action_gain']})")
     shifted = _run_stage(config, run_dir, "run_drifted", package, drifted, calibration=str(cal_path))
     results["run_drifted"] = shifted
+    results["drift"] = {"delay_steps": config["shift_delay"], "action_gain": config["shift_action_gain"]}
     stages.done(f"success {100 * shifted['success_rate']:.0f}%")
 
     stages.start("production line with exploration (tick logs)")
@@ -239,9 +241,14 @@ def write_report(results: dict[str, Any], run_dir: Path, total_s: float) -> Path
                 _interventions(s),
             ]
         )
+    drift = results["drift"]
     lines += [
         "",
         "## Success on the simulated robot (real time, 25 Hz, over a pty)",
+        "",
+        f"Drift: the robot's delay goes from {results['calibration']['action_delay']['steps']} to "
+        f"{drift['delay_steps']} control steps and its actuators move x{drift['action_gain']} the commanded "
+        "displacement. Targets are the task's seeded goals inside the calibrated workspace.",
         "",
         markdown_table(
             [

@@ -140,6 +140,8 @@ SCHEMAS: dict[str, Section] = {
             "train": TRAIN,
             "robot": ROBOT,
             "episodes": Field("int", 20, low=1, doc="episodes on the simulated robot per stage"),
+            "quick_episodes": Field("int", 12, low=1, doc="episodes per stage with quick: true (3-minute budget)"),
+            "shift_delay": Field("int", 3, low=0, high=8, doc="the robot's drifted delay (>= the policy's history)"),
             "shift_action_gain": Field("float", 1.5, low=0.5, high=1.5, doc="the robot's drifted actuator gain"),
             "line_targets": Field("int", 16, low=1, doc="targets of the production line (fine-tuning data)"),
             "line_attempts": Field("int", 8, low=2, doc="attempts per target (a GRPO group)"),
