@@ -225,7 +225,15 @@ def write_report(results: dict[str, Any], run_dir: Path, total_s: float) -> Path
     for key, label in (
         ("run_base", "robot as calibrated, sim-trained policy"),
         ("run_drifted", "drifted robot, sim-trained policy"),
-        ("run_finetuned", "drifted robot, policy after fine-tuning"),
+        (
+            "run_finetuned",
+            "drifted robot, "
+            + (
+                "fine-tuned policy (promoted)"
+                if results["finetune"]["promoted"]
+                else "running policy (kept by the gate)"
+            ),
+        ),
     ):
         s = results[key]
         t = s["timing"]
