@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from launch.jobs import JOBS, load_launch, validate_launch
+from launch.jobs import JOBS, read_launch_yaml, validate_launch
 from launch.schema import LaunchError
 
 LAUNCH_DIR = Path(__file__).resolve().parent
@@ -65,19 +65,13 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 def resolve_config(job: str | None, config_path: str | None, overrides: list[str]) -> dict[str, Any]:
     """The validated launch config of a job: its launch file, then the overrides."""
     path = Path(config_path) if config_path else LAUNCH_DIR / DEFAULT_LAUNCH_FILES[job or ""]
-    if not path.is_file():
-        raise LaunchError(f"launch file {path} does not exist (see {LAUNCH_DIR} for examples)")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise LaunchError(f"{path}: not valid YAML: {err}") from None
+    raw = read_launch_yaml(path)
     if not isinstance(raw, dict):
         raise LaunchError(f"{path}: the top level must be a mapping with 'job'")
     if job is not None and raw.get("job") != job:
         raise LaunchError(f"{path}: 'job' is {raw.get('job')!r} but the subcommand is {job!r}")
-    if not overrides:
-        return load_launch(path)
-    return validate_launch(apply_overrides(raw, overrides), source=f"{path} (with --set)")
+    source = f"{path} (with --set)" if overrides else str(path)
+    return validate_launch(apply_overrides(raw, overrides), source=source)
 
 
 def run_job(config: dict[str, Any]) -> int:

@@ -170,16 +170,20 @@ def validate_launch(data: Any, source: str = "<launch>") -> dict[str, Any]:
     return {"job": job, "name": name, **resolved}
 
 
-def load_launch(path: str | Path) -> dict[str, Any]:
-    """Read and validate a launch file."""
+def read_launch_yaml(path: str | Path) -> Any:
+    """The parsed YAML of a launch file (not yet validated)."""
     path = Path(path)
     if not path.is_file():
         raise LaunchError(f"launch file {path} does not exist (see launch/*.yaml for examples)")
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
         raise LaunchError(f"{path}: not valid YAML: {err}") from None
-    return validate_launch(data, source=str(path))
+
+
+def load_launch(path: str | Path) -> dict[str, Any]:
+    """Read and validate a launch file."""
+    return validate_launch(read_launch_yaml(path), source=str(path))
 
 
 def write_resolved(config: dict[str, Any], run_dir: Path) -> Path:

@@ -23,6 +23,7 @@ import torch as th
 
 from deploy.contract import ObservationContract
 from deploy.export.exporter import EwcAnchor, ExportConfig, export_package
+from deploy.export.rollouts import collect_observations
 from deploy.finetune.dataset import LogDataset, load_log_dataset
 from deploy.finetune.gate import GateConfig, GateReport, run_gate
 from deploy.finetune.promote import PackageStore, promote_if_passed
@@ -35,7 +36,6 @@ from robot_grpo.finetune_data import (
     finetune_on_samples,
     group_by_target,
 )
-from robot_grpo.policies import flatten_obs_np
 
 DEFAULT_FISHER_STATES = 4096  # sim states for the export-time Fisher
 
@@ -83,20 +83,13 @@ def sim_fisher_anchor(
     form (``robot_grpo.ewc.gaussian_fisher_diagonal``), so only the states are sampled here.
     """
     policy = model.policy
-    states: list[np.ndarray] = []
-    episode = 0
-    while len(states) < n_states:
-        obs, _ = env.reset(seed=seed + episode)
-        episode += 1
-        done = False
-        while not done and len(states) < n_states:
-            flat = flatten_obs_np({k: np.asarray(v)[None] for k, v in obs.items()})
-            states.append(flat[0])
-            with th.no_grad():
-                action = policy(th.as_tensor(flat, device=policy.device))[0].cpu().numpy()[0]
-            obs, _, terminated, truncated, _ = env.step(np.clip(action, env.action_space.low, env.action_space.high))
-            done = terminated or truncated
-    obs_t = th.as_tensor(np.stack(states), device=policy.device)
+
+    def sample(flat: np.ndarray) -> np.ndarray:
+        with th.no_grad():
+            return policy(th.as_tensor(flat, device=policy.device))[0].cpu().numpy()
+
+    states = collect_observations(env, sample, n_states, seed)
+    obs_t = th.as_tensor(states, device=policy.device)
     fisher = gaussian_fisher_diagonal(policy, policy.distribution_params, obs_t)
     return EWCPenalty.from_policy(policy, fisher, lam=lam)
 
