@@ -173,12 +173,17 @@ def _summary(values: list[float]) -> str:
     return f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})"
 
 
+def _fraction(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
 def summarize(runs: list[dict[str, Any]], variants: list[str]) -> tuple[list[dict[str, Any]], str]:
     """Per-variant rows (median, min, max over seeds of the runs that reached the target) and a markdown table."""
     rows = []
     lines = [
-        f"| variant | seeds reaching {SUCCESS_TARGET:.0%} | env steps | train s | s incl. eval | peak RSS MiB |",
-        "|---|---|---|---|---|---|",
+        f"| variant | seeds reaching {SUCCESS_TARGET:.0%} | env steps | train s | s incl. eval | final success "
+        "| most env steps run | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for variant in variants:
         mine = [r for r in runs if r["variant"] == variant]
@@ -192,15 +197,21 @@ def summarize(runs: list[dict[str, Any]], variants: list[str]) -> tuple[list[dic
             "steps": [r["steps_to_target"] for r in ok],
             "train_s": [r["train_s_to_target"] for r in ok],
             "total_s": [r["total_s_to_target"] for r in ok],
+            "final_success": [r["final_success"] for r in mine],
             "peak_rss_mib": max(r["peak_rss_mib"] for r in mine),
             "budget_steps": max(r["curve"][-1]["steps"] for r in mine),
         }
         rows.append(row)
         lines.append(
             f"| {variant} | {len(ok)}/{len(mine)} | {_summary(row['steps'])} | {_summary(row['train_s'])} | "
-            f"{_summary(row['total_s'])} | {row['peak_rss_mib']:.0f} |"
+            f"{_summary(row['total_s'])} | {_fraction(row['final_success'])} | {row['budget_steps']} | "
+            f"{row['peak_rss_mib']:.0f} |"
         )
-    note = "Figures: median (min-max) over the seeds that reached the target; '-' = none reached it."
+    note = (
+        "Figures: median (min-max) over the seeds that reached the target; '-' = none reached it. "
+        "Final success: median (min-max) over all seeds at the run's last evaluation (a run stops at its first "
+        f"evaluation >= {SUCCESS_TARGET:.0%})."
+    )
     return rows, "\n".join([*lines, "", note])
 
 
@@ -241,7 +252,20 @@ def main() -> None:
     parser.add_argument("--eval-every-ppo", type=int, default=PPO_ENVS * PPO_STEPS_PER_ENV)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run (all variants alike)")
     parser.add_argument("--name", default="learning", help="output file stem in benchmarks/results/")
+    parser.add_argument("--resummarize", action="store_true", help="rewrite the table and plot from the JSON")
     args = parser.parse_args()
+    if args.resummarize:
+        saved = json.loads((RESULTS / f"{args.name}.json").read_text())
+        variants = [v for v in ALL_VARIANTS if any(r["variant"] == v for r in saved["runs"])]
+        rows, table = summarize(saved["runs"], variants)
+        saved["summary"] = rows
+        (RESULTS / f"{args.name}.json").write_text(json.dumps(saved, indent=1))
+        command = " ".join(["benchmarks/learning.py", *(saved["meta"].get("argv") or [])])
+        header = f"# Learning benchmark: {ENV_ID}\n\nCommand: `{command}`\n\n"
+        (RESULTS / f"{args.name}.md").write_text(header + table + "\n")
+        plot(saved["runs"], variants, RESULTS / f"{args.name}.png")
+        print(table)
+        return
 
     jobs = []
     for variant in args.variants:
@@ -275,6 +299,7 @@ def main() -> None:
         "machine": platform.platform(),
         "python": platform.python_version(),
         "args": vars(args),
+        "argv": sys.argv[1:],
         "peak_rss_mib_parent": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
     }
     (RESULTS / f"{args.name}.json").write_text(json.dumps({"meta": meta, "summary": rows, "runs": runs}, indent=1))
