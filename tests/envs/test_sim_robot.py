@@ -112,6 +112,9 @@ def test_runtime_estop_stops_until_home(lockstep):
     before = robot.gripper_position_m
     client.send(CommandMsg, np.array([1.0, 0.0, 0.0, 0.0]))
     assert client.wait(ErrorMsg).code == ErrorCode.ESTOPPED
+    # Lock-step: the refused command is still answered by one (e-stopped) state. Take it now, or it can race
+    # with the HOME below (it is made just after the error, possibly after state_after's send time).
+    assert client.wait(StateMsg).flags & StateFlags.ESTOP_ACTIVE
     np.testing.assert_array_equal(robot.gripper_position_m, before)
     state = client.state_after(HomeMsg, 3)
     assert not state.flags & StateFlags.ESTOP_ACTIVE
