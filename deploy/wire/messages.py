@@ -184,13 +184,11 @@ def _check_text(text: str) -> None:
 
 
 @dataclass(frozen=True, eq=False)
-class ErrorMsg(Message):
-    """An error report (``ErrorCode``) with a short human-readable text."""
+class _CodeTextMsg(Message):
+    """The payload ERROR and ACK share: an ``ErrorCode`` and a short human-readable text."""
 
     code: int = ErrorCode.OK
     text: str = ""
-
-    TYPE = MsgType.ERROR
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -200,19 +198,17 @@ class ErrorMsg(Message):
 
 
 @dataclass(frozen=True, eq=False)
-class AckMsg(Message):
+class ErrorMsg(_CodeTextMsg):
+    """An error report (``ErrorCode``) with a short human-readable text."""
+
+    TYPE = MsgType.ERROR
+
+
+@dataclass(frozen=True, eq=False)
+class AckMsg(_CodeTextMsg):
     """Acknowledges a message (``code`` 0 = OK) with a short text."""
 
-    code: int = ErrorCode.OK
-    text: str = ""
-
     TYPE = MsgType.ACK
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_u(int(self.code), "code", MAX_U16)
-        object.__setattr__(self, "code", int(self.code))
-        _check_text(self.text)
 
 
 @dataclass(frozen=True, eq=False)
