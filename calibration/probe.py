@@ -437,12 +437,14 @@ def calibrate(
     session = session or ProbeSession(link, contract, config)
     try:
         start = session.home()
+        logger.info("calibration: homed; measuring the noise at rest")
         noise = measure_noise(session)
         session.noise_std_m = float(np.max(noise))
         session.set_margin(max(config.margin_m, MARGIN_NOISE_SIGMAS * session.noise_std_m))
         max_command_m = config.max_action * session.scale
         noise_allowance_m = JUMP_NOISE_SIGMAS * math.sqrt(2.0) * session.noise_std_m
         session.max_jump_m = JUMP_COMMANDS * max_command_m + noise_allowance_m + config.margin_m
+        logger.info("calibration: %d delay probes", config.repeats)
         estimates = measure_delays(session)
         delay, spread, agreeing = summarize_delays([e.lag_steps for e in estimates])
         session.assumed_delay = delay
@@ -452,6 +454,7 @@ def calibrate(
         workspace_high = list(session.limits.workspace_high)
         limited: dict[str, str] = {}
         return_to(session, start)
+        logger.info("calibration: delay %d steps; probing the workspace faces", delay)
         for axis, sign in FACES:
             reached, why = probe_face(session, axis, sign, start)
             name = f"{'xyz'[axis]}_{'high' if sign > 0 else 'low'}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     if args.command is None:
         parser.print_help()
         return 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from launch.jobs import write_resolved
 from launch.training import env_kwargs_from
 
 ActFn = Any
+logger = logging.getLogger(__name__)
 
 
 def policy_act_fn(source: str | Path, backend: str = "ort-cpu", variant: str = "fp32") -> tuple[ActFn, int]:
@@ -64,6 +66,7 @@ def evaluate(source: str | Path, env_id: str, env_kwargs: dict[str, Any], episod
     from deploy.export.rollouts import closed_loop_success
 
     act, flat_dim = policy_act_fn(source)
+    logger.info("eval: %s on %d seeded episodes of %s %s", source, episodes, env_id, env_kwargs)
     env = make_env_for_policy(env_id, env_kwargs, flat_dim)
     try:
         return float(closed_loop_success(env, act, range(seed, seed + episodes)).mean())

@@ -7,6 +7,7 @@ MuJoCo. Writes the tick log, ``run_report.json`` and a latency histogram under `
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ import yaml
 
 from launch.jobs import write_resolved
 from launch.schema import LaunchError
+
+logger = logging.getLogger(__name__)
 
 TICKLOG_NAME = "ticks.tlog"
 HOME_TICKS_PER_EPISODE = 4  # ticks spent homing and holding between episodes
@@ -125,6 +128,14 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         realtime_priority=config["realtime_priority"],
     )
     port, process = start_robot(robot, config["seed"])
+    logger.info(
+        "run: %d episodes x %d steps at %.0f Hz on %s (%s robot)",
+        episodes,
+        steps,
+        1.0 / (loop_config.period_s or contract.control_period_s),
+        port,
+        robot["kind"],
+    )
     ticklog = TickLogWriter(run_dir / TICKLOG_NAME)
     try:
         report = Controller(port, contract, policy, limits, goals, loop_config, ticklog=ticklog).run()

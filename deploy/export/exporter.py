@@ -13,6 +13,7 @@ every check passes, so ``out_dir`` never holds a half-written or failing package
 from __future__ import annotations
 
 import copy
+import logging
 import shutil
 import tempfile
 import time
@@ -46,6 +47,8 @@ from deploy.runtime.package import (
     sha256_file,
     write_manifest,
 )
+
+logger = logging.getLogger(__name__)
 
 MIN_PARITY_OBS = 10_000
 SELFTEST_OBS = 1_024  # observations (and torch actions) shipped for the on-target self-test
@@ -227,11 +230,13 @@ def _build_variants(
         with torch.no_grad():
             return module(torch.from_numpy(obs)).numpy()
 
+    logger.info("export: torch -> %s, then fp16", VARIANT_FILES["fp32"])
     fp32 = export_onnx(module, contract.flat_dim, work / VARIANT_FILES["fp32"])
     n_actions = int(torch_act(np.zeros((1, contract.flat_dim), np.float32)).shape[1])
     if n_actions != contract.action_dim:
         raise ValueError(f"the policy outputs {n_actions} actions, the env's contract {contract.action_dim}")
     convert_fp16(fp32, work / VARIANT_FILES["fp16"])
+    logger.info("export: int8 calibration on %d sim observations", config.n_calibration_obs)
     share = config.n_calibration_obs // len(config.calibration_noise_stds)
     calibration = np.concatenate(
         [
@@ -241,6 +246,7 @@ def _build_variants(
     )
     quantize_int8(fp32, work / VARIANT_FILES["int8"], calibration, config.int8_activation_bits)
 
+    logger.info("export: %d parity observations from sim rollouts", config.n_parity_obs)
     half = config.n_parity_obs // 2
     parity_obs = np.concatenate(
         [
@@ -271,6 +277,7 @@ def _build_variants(
     }
 
     def check(variant: str, backend: Any, batch: int = EVAL_BATCH) -> dict[str, Any]:
+        logger.info("export: checking %s (parity, %d closed-loop episodes, latency)", variant, config.n_episodes)
         return {
             "file": VARIANT_FILES[variant],
             "backend": backend.name,

@@ -11,6 +11,7 @@ running package (store ``current``) + its checkpoint + ewc.npz
 from __future__ import annotations
 
 import copy
+import logging
 import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -36,6 +37,8 @@ from robot_grpo.finetune_data import (
     finetune_on_samples,
     group_by_target,
 )
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_FISHER_STATES = 4096  # sim states for the export-time Fisher
 
@@ -156,6 +159,9 @@ def run_round(
     running = store.load_current()
     contract: ObservationContract = running.contract
     dataset = load_log_dataset(log_path, contract)
+    logger.info(
+        "finetune: %d logged episodes from %s; %d GRPO updates", len(dataset.episodes), log_path, config.n_updates
+    )
     ewc = None
     if EWC_FILE in running.manifest["files"]:
         ewc = EWCPenalty.from_bytes(running.read_verified(EWC_FILE), config.ewc_lambda, config.ewc_gamma)
@@ -176,6 +182,7 @@ def run_round(
             ewc_anchor=anchor,
             config=export_config,
         )
+        logger.info("finetune: candidate %s exported; gate on %s", name, ", ".join(gate_envs))
         checkpoint = Path(tmp) / "model.zip"
         model.save(checkpoint)
         report = run_gate(load_package(candidate_dir), running, gate_envs, limits, gate_config)
