@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -121,10 +123,12 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             "'period_s' may only shorten the period against the lock-step simulated robot (robot.lockstep: true); "
             "a real-time robot runs at the policy's control period"
         )
+    period_s = config["period_s"] or contract.control_period_s
+    startup_ticks = math.ceil(LoopConfig.startup_timeout_s / period_s)  # a silent robot fails at startup first
     loop_config = LoopConfig(
         period_s=config["period_s"],
         max_episode_steps=steps,
-        max_ticks=episodes * (steps + HOME_TICKS_PER_EPISODE) + EXTRA_TICKS,
+        max_ticks=episodes * (steps + HOME_TICKS_PER_EPISODE) + startup_ticks + EXTRA_TICKS,
         realtime_priority=config["realtime_priority"],
     )
     port, process = start_robot(robot, config["seed"])
@@ -156,6 +160,9 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "counts": report.counts,
         "ticks": report.ticks,
         "skipped_goals_outside_workspace": skipped,
+        "transitions": [
+            {"tick": t.tick, "from": t.source.name, "to": t.target.name, "reason": t.reason} for t in report.transitions
+        ],
         "ticklog": str(run_dir / TICKLOG_NAME),
         "episode_results": [
             {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(e).items()} for e in report.episodes
@@ -180,9 +187,15 @@ def main(config: dict[str, Any]) -> int:
     summary = run(config, run_dir)
     plot_latency_histogram(tick_latencies(Path(summary["ticklog"])), run_dir / "latency.png", "control tick latency")
     timing = summary["timing"]
+    if summary["episodes"] < config["episodes"]:
+        print(
+            f"robot-grpo: error: served {summary['episodes']} of {config['episodes']} episodes "
+            f"(see {run_dir / 'run_report.json'}: safe stops, link errors, state transitions)",
+            file=sys.stderr,
+        )
     print(
         f"{summary['episodes']} episodes, success {100 * summary['success_rate']:.0f}%, tick latency p99 "
         f"{timing['latency_s_p99'] * 1e3:.2f} ms, jitter p99 {timing['jitter_s_p99'] * 1e3:.2f} ms, "
         f"overruns {timing['overruns']:.0f}, interventions {summary['interventions']} -> {run_dir}"
     )
-    return 0
+    return 0 if summary["episodes"] == config["episodes"] else 1

@@ -1,0 +1,78 @@
+"""`robot-grpo run` on a real port loads the package and talks to the robot without the training side.
+
+The command runs in a fresh interpreter where importing torch, mujoco, gymnasium, stable_baselines3,
+robot_grpo or envs raises. The "robot" is pyserial's loop:// (it only echoes our own frames, so no state ever
+arrives): the run must get as far as waiting for the robot's first state and fail on the startup timeout -
+not on an import.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "models" / "default"
+FORBIDDEN = "torch,mujoco,gymnasium,stable_baselines3,robot_grpo,envs"
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys
+
+    FORBIDDEN = set(sys.argv[1].split(","))
+
+    class Forbid:
+        def find_spec(self, name, path=None, target=None):
+            if name.partition(".")[0] in FORBIDDEN:
+                raise ImportError(f"forbidden on the robot side: {name}")
+            return None
+
+    sys.meta_path.insert(0, Forbid())
+    from launch.cli import main
+
+    try:
+        main(sys.argv[2:])
+    except ImportError as err:
+        print(f"IMPORT {err}")
+        sys.exit(3)
+    except Exception as err:
+        print(f"STOPPED {type(err).__name__}: {err}")
+        sys.exit(4)
+    """
+)
+
+
+@pytest.mark.skipif(not (PACKAGE / "manifest.json").is_file(), reason="models/default is absent")
+def test_run_on_a_port_needs_no_training_side(tmp_path):
+    goals = tmp_path / "goals.yaml"
+    goals.write_text("- [1.30, 0.75, 0.55]\n")
+    args = [
+        "run",
+        "--config",
+        str(ROOT / "launch" / "run_serial.yaml"),
+        "--set",
+        "robot.port=loop://",
+        "--set",
+        f"goals_file={goals}",
+        "--set",
+        f"package={PACKAGE}",
+        "--set",
+        f"output={tmp_path}",
+        "--set",
+        "episodes=1",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, FORBIDDEN, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = done.stdout + done.stderr
+    assert "IMPORT" not in out, out
+    assert done.returncode == 4, out
+    assert "no valid state" in out.lower() or "timeout" in out.lower() or "timed out" in out.lower(), out
