@@ -124,9 +124,47 @@ def _vector(value: Any, key: str, n: int, low: float, high: float) -> tuple[floa
     return tuple(_number(v, f"{key}[{i}]", low, high) for i, v in enumerate(value))
 
 
+KNOWN_KEYS: dict[str, tuple[str, ...]] = {
+    "": (
+        "schema_version",
+        "robot_id",
+        "date",
+        "control_period_s",
+        "action_delay",
+        "observation_noise_std_m",
+        "workspace",
+        "limits",
+        "measurements",
+    ),
+    "action_delay": ("steps", "ms", "spread_steps", "range"),
+    "workspace": ("low", "high"),
+    "limits": (
+        "max_action",
+        "max_action_rate",
+        "barrier_fraction",
+        "watchdog_hold_s",
+        "watchdog_stop_s",
+    ),
+}
+
+
+def _check_known_keys(data: Mapping[str, Any]) -> None:
+    """Refuse unknown keys: a misspelt limit (``max_acton``) must not silently fall back to its default."""
+    for section, allowed in KNOWN_KEYS.items():
+        node = data if not section else data.get(section)
+        if not isinstance(node, Mapping):
+            continue
+        unknown = sorted(set(node) - set(allowed))
+        if unknown:
+            key = f"{section}.{unknown[0]}" if section else unknown[0]
+            raise CalibrationError(f"unknown key '{key}'; allowed keys: {', '.join(allowed)}")
+
+
 def calibration_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Calibration:
     """Validate a parsed calibration mapping; errors name the key (``source`` prefixes them)."""
     try:
+        if isinstance(data, Mapping):
+            _check_known_keys(data)
         version = _get(data, "schema_version", source)
         if version != SCHEMA_VERSION:
             raise CalibrationError(f"'schema_version' = {version!r}; this build reads {SCHEMA_VERSION}")

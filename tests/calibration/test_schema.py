@@ -120,3 +120,16 @@ def test_nan_number_is_rejected() -> None:
 def test_limits_section_is_optional() -> None:
     cal = calibration_from_dict(edit(("limits",), DELETE))
     assert (cal.max_action, cal.max_action_rate, cal.barrier_fraction) == (1.0, 0.5, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [(None, "workspac"), ("limits", "max_acton"), ("action_delay", "stpes"), ("workspace", "lo")],
+)
+def test_unknown_keys_are_refused(section: str | None, key: str) -> None:
+    # A misspelt limit must not silently fall back to its (looser) default.
+    data = load_calibration().to_dict()
+    (data if section is None else data[section])[key] = 1.0
+    name = key if section is None else f"{section}.{key}"
+    with pytest.raises(CalibrationError, match=f"unknown key '{name}'; allowed keys: "):
+        calibration_from_dict(data)
