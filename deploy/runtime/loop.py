@@ -27,13 +27,14 @@ import gc
 import logging
 import os
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from deploy.contract import ActionHistory, ObservationContract
+from deploy.contract import ObservationContract
+from deploy.runtime.command_line import HOLD_SEQ, CommandLine
 from deploy.runtime.goals import Episode, GoalSource
 from deploy.runtime.loop_config import LoopConfig
 from deploy.runtime.run_report import EpisodeResult, RunReport
@@ -59,7 +60,6 @@ from deploy.wire import (
 logger = logging.getLogger(__name__)
 
 Policy = Callable[[np.ndarray], np.ndarray]
-HOLD_SEQ = 0  # a pending slot the robot filled with its own hold
 SEQ_LIMIT = 2**32 - 1
 _EMPTY = np.zeros(0)
 MAX_STATES_PER_TICK = 2  # one command per tick; a second state only to answer a HOMED state without waiting
@@ -130,15 +130,8 @@ class Controller:
         self._pos = slice(*contract.position_slice)
         self._dims = limits.position_dims
         self._hold = contract.hold()
-        self._history = ActionHistory(contract.history_len, contract.action_dim)
-        # The robot's reported delay line (commands in flight, oldest first). It may be longer than the policy's
-        # history (the robot's delay grew since training): the policy sees its last history_len rows, the
-        # barrier counts all of them.
-        self._in_flight = np.zeros((0, contract.action_dim))
-        self._sent: OrderedDict[int, np.ndarray] = OrderedDict()  # seq -> command sent (float64)
-        self._sent_capacity = max(64, 4 * contract.history_len)
+        self.line = CommandLine(contract, delay, self.counts)
         self._seq = 0
-        self._acked_seq = 0  # newest command the robot reported in its delay line
         self._previous = contract.hold()
         self._last_state_seq: int | None = None
         self._last_valid: StateMsg | None = None
@@ -366,15 +359,15 @@ class Controller:
             return None
         if self._episode_steps and msg.pending and msg.pending[-1] == HOLD_SEQ:
             self.counts["robot_held"] += 1  # our previous command was lost or reached the robot after its step
-        self._sync_history(msg)
+        self.line.sync(msg.pending)
         flat = _EMPTY
         proposed = self._hold
         if valid:
-            flat = self.contract.flatten(self.contract.build(msg.state, self._history, goal))
+            flat = self.contract.flatten(self.contract.build(msg.state, self.line.history, goal))
             proposed = self._infer(flat)
         age = self._clock() - self._last_valid_t
         result = filter_action(
-            msg.state[self._pos], self._pending_displacement(), proposed, self._previous, age, self.limits
+            msg.state[self._pos], self.line.displacement_m(self._dims), proposed, self._previous, age, self.limits
         )
         return self._apply(result, t_in, msg, flat, proposed, counts_as_step=valid)
 
@@ -417,7 +410,9 @@ class Controller:
                 self._heartbeat()  # a late frame is no fault yet; a lock-step robot whose answer was lost replies
                 return None
             position = self._last_valid.state[self._pos]  # type: ignore[union-attr]
-            result = filter_action(position, self._pending_displacement(), self._hold, self._previous, age, self.limits)
+            result = filter_action(
+                position, self.line.displacement_m(self._dims), self._hold, self._previous, age, self.limits
+            )
             return self._apply(result, None, None, _EMPTY, self._hold, counts_as_step=False)
         if state is LoopState.HOLD:
             self._hold_count = 0
@@ -447,8 +442,7 @@ class Controller:
             return
         self._episode = episode
         self._episode_steps = 0
-        self._history.clear()
-        self._in_flight = self._in_flight[:0]
+        self.line.new_episode()
         self._previous = self._hold.copy()
         self._enter(LoopState.HOMING, f"episode {episode.index}: home (seed {episode.seed})")
         self._send_home()
@@ -492,49 +486,6 @@ class Controller:
         if not self.config.recover:
             self._finish(f"safe stop ({reason}); recover=False")
 
-    def _sync_history(self, msg: StateMsg) -> None:
-        """Set the action history to the robot's reported delay line (commands this loop sent, oldest first).
-
-        A line longer than the policy's history (the robot's delay grew since training) is accepted: the policy
-        sees its newest ``history_len`` commands, as the simulator shows a policy trained with that history, and
-        the barrier counts every command in the line. A shorter line is refused: the policy would expect
-        commands in its history that the robot has already applied.
-        """
-        if not msg.pending:
-            return  # the robot does not report its line: keep the history of what was sent
-        if len(msg.pending) < self.contract.history_len:
-            raise ValueError(
-                f"the robot reports {len(msg.pending)} commands in flight; the policy was trained with a history of "
-                f"{self.contract.history_len}. Recalibrate the delay or use a package trained for this robot"
-            )
-        rows = np.empty((len(msg.pending), self.contract.action_dim))
-        for i, seq in enumerate(msg.pending):
-            command = self._sent.get(seq) if seq != HOLD_SEQ else self._hold
-            if command is None:
-                self.counts["unknown_pending"] += 1
-                command = self._hold
-            rows[i] = command
-            if seq != HOLD_SEQ and seq_newer(seq, self._acked_seq):
-                self._acked_seq = seq
-        if len(msg.pending) > self.contract.history_len:
-            self.counts["line_longer_than_history"] += 1
-        self._in_flight = rows
-        self._history.set_state(rows[len(rows) - self.contract.history_len :])
-
-    def _pending_displacement(self) -> np.ndarray:
-        """Metres the gripper will still move from the commands in flight (reported and not yet reported)."""
-        scale = self.contract.action_scale_m
-        displacement = np.zeros(self._dims)
-        if len(self._in_flight):
-            displacement += self._in_flight[:, : self._dims].sum(axis=0) * scale
-        elif self.delay_steps:
-            rows = self._history.get_state()
-            displacement += rows[-self.delay_steps :, : self._dims].sum(axis=0) * scale
-        for seq, command in self._sent.items():
-            if seq_newer(seq, self._acked_seq):
-                displacement += command[: self._dims] * scale
-        return displacement
-
     # Sending ------------------------------------------------------------------------------------------------------
     def _next_seq(self) -> int:
         self._seq = self._seq % SEQ_LIMIT + 1
@@ -553,17 +504,12 @@ class Controller:
         """Send one command and remember it (for the history and the barrier); returns the send time."""
         command = np.array(action, dtype=np.float64)
         seq = self._next_seq()
-        self._sent[seq] = command
-        if len(self._sent) > self._sent_capacity:
-            self._sent.popitem(last=False)
+        self.line.sent(seq, command, msg_reports_line(self._last_valid))
         self._send(CommandMsg(seq, self._clock(), command))
         t_out = self._clock()
         self._previous = command
         self._commanded = True
         self.counts["commands"] += 1
-        if not msg_reports_line(self._last_valid):
-            self._history.push(command)  # a robot that does not report its line: track what was sent
-            self._acked_seq = seq
         return t_out
 
     def _heartbeat(self) -> None:

@@ -4,11 +4,14 @@ The policy sees the newest 2 of the 3 commands in flight, exactly as the simulat
 (``DelayedFetchReachEnv(delay=3, history_len=2)``), and the barrier counts all 3.
 """
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from loop_fixtures import CONTRACT, FAST_PERIOD_S, WIDE_BOX, DelayAwareP, limits, run_loop, seeded_goals
 
-from deploy.runtime.loop import Controller, LoopConfig
+from deploy.runtime.command_line import CommandLine
+from deploy.runtime.loop import LoopConfig
 from envs.delayed_fetch_reach import DelayedFetchReachEnv
 from envs.sim_robot import SimRobot
 
@@ -46,25 +49,28 @@ def test_longer_robot_delay_matches_the_sim_bit_for_bit():
 
 def test_barrier_counts_every_command_in_flight():
     """Three commands in flight, history of two: the barrier's displacement sums all three."""
-    from deploy.wire import StateMsg
-
-    controller = Controller("loop://", CONTRACT, DelayAwareP(), limits(WIDE_BOX), seeded_goals([0]))
+    line = CommandLine(CONTRACT, delay_steps=2, counts=Counter())
     commands = {7: [1.0, 0.0, 0.0, 0.0], 8: [0.0, 1.0, 0.0, 0.0], 9: [0.0, 0.0, -1.0, 0.0]}
     for seq, command in commands.items():
-        controller._sent[seq] = np.array(command)
-    controller._acked_seq = 6
-    state = np.zeros(CONTRACT.state_dim)
-    controller._sync_history(StateMsg(seq=1, t_s=0.0, state=state, pending=(7, 8, 9)))
+        line.sent(seq, np.array(command), robot_reports_line=True)
+    line.sync((7, 8, 9))
     # History (what the policy sees): the newest two, oldest first.
-    np.testing.assert_array_equal(controller._history.get_state(), [commands[8], commands[9]])
+    np.testing.assert_array_equal(line.history.get_state(), [commands[8], commands[9]])
     # In flight: 0.05 m along +x, +y and -z (one unit each at 0.05 m per unit).
-    np.testing.assert_allclose(controller._pending_displacement(), [0.05, 0.05, -0.05])
+    np.testing.assert_allclose(line.displacement_m(3), [0.05, 0.05, -0.05])
+    assert line.counts["line_longer_than_history"] == 1
+
+
+def test_commands_not_yet_reported_count_too():
+    line = CommandLine(CONTRACT, delay_steps=2, counts=Counter())
+    for seq in (1, 2, 3):
+        line.sent(seq, np.array([1.0, 0.0, 0.0, 0.0]), robot_reports_line=True)
+    line.sync((1, 2))  # the robot has seen 1 and 2; 3 is on the wire
+    # 2 reported + 1 unreported = 3 x 0.05 m along x.
+    np.testing.assert_allclose(line.displacement_m(3), [0.15, 0.0, 0.0])
 
 
 def test_a_line_shorter_than_the_history_is_refused():
-    from deploy.wire import StateMsg
-
-    controller = Controller("loop://", CONTRACT, DelayAwareP(), limits(WIDE_BOX), seeded_goals([0]))
-    state = np.zeros(CONTRACT.state_dim)
+    line = CommandLine(CONTRACT, delay_steps=2, counts=Counter())
     with pytest.raises(ValueError, match="reports 1 commands in flight; the policy was trained with a history of 2"):
-        controller._sync_history(StateMsg(seq=1, t_s=0.0, state=state, pending=(5,)))
+        line.sync((5,))

@@ -1,0 +1,102 @@
+"""The commands in flight between the loop and the robot: the policy's action history and the barrier's input.
+
+The robot applies each command ``k`` control steps late. Its STATE frames report the sequence numbers of the
+commands still in its delay line (oldest first; 0 = a hold it inserted itself). From those and a table of the
+commands it sent, the loop rebuilds
+
+- the policy's action history (the newest ``history_len`` commands in the line: what the simulator shows a policy
+  trained with that history, even when the robot's delay has since grown), and
+- the displacement still to come (every command in the line, plus those sent but not yet reported), which the
+  safety filter's workspace barrier adds to the current position.
+
+A robot that does not report its line (empty ``pending``) falls back to the commands the loop sent.
+numpy only (robot side).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+
+import numpy as np
+
+from deploy.contract import ActionHistory, ObservationContract
+from deploy.wire import seq_newer
+
+HOLD_SEQ = 0  # a pending slot the robot filled with its own hold
+MIN_SENT_CAPACITY = 64  # commands remembered for matching the robot's reported line
+
+
+class CommandLine:
+    """Sent commands, the robot's reported delay line, the policy's history and the displacement in flight.
+
+    :param contract: the policy's contract (history length, action size, metres per unit).
+    :param delay_steps: commands in flight to assume when the robot does not report its line (control steps).
+    :param counts: the loop's counters (``unknown_pending``, ``line_longer_than_history`` are added here).
+    """
+
+    def __init__(self, contract: ObservationContract, delay_steps: int, counts: Counter[str]) -> None:
+        self.contract = contract
+        self.delay_steps = delay_steps
+        self.counts = counts
+        self.history = ActionHistory(contract.history_len, contract.action_dim)
+        self._hold = contract.hold()
+        self._in_flight = np.zeros((0, contract.action_dim))
+        self._sent: OrderedDict[int, np.ndarray] = OrderedDict()  # seq -> command sent (float64)
+        self._capacity = max(MIN_SENT_CAPACITY, 4 * contract.history_len)
+        self.acked_seq = 0  # newest command the robot reported in its delay line
+
+    def new_episode(self) -> None:
+        """The robot went home: nothing is in flight and the history is all holds."""
+        self.history.clear()
+        self._in_flight = self._in_flight[:0]
+
+    def sent(self, seq: int, command: np.ndarray, robot_reports_line: bool) -> None:
+        """Remember a command just sent (float64); without a reported line it enters the history at once."""
+        self._sent[seq] = command
+        if len(self._sent) > self._capacity:
+            self._sent.popitem(last=False)
+        if not robot_reports_line:
+            self.history.push(command)
+            self.acked_seq = seq
+
+    def sync(self, pending: tuple[int, ...]) -> None:
+        """Set the history from the robot's reported delay line (sequence numbers, oldest first).
+
+        A line longer than the policy's history (the robot's delay grew since training) is accepted; a shorter
+        one is refused: the policy would expect commands in its history that the robot has already applied.
+        """
+        if not pending:
+            return  # the robot does not report its line: keep the history of what was sent
+        history_len = self.contract.history_len
+        if len(pending) < history_len:
+            raise ValueError(
+                f"the robot reports {len(pending)} commands in flight; the policy was trained with a history of "
+                f"{history_len}. Recalibrate the delay or use a package trained for this robot"
+            )
+        rows = np.empty((len(pending), self.contract.action_dim))
+        for i, seq in enumerate(pending):
+            command = self._sent.get(seq) if seq != HOLD_SEQ else self._hold
+            if command is None:
+                self.counts["unknown_pending"] += 1
+                command = self._hold
+            rows[i] = command
+            if seq != HOLD_SEQ and seq_newer(seq, self.acked_seq):
+                self.acked_seq = seq
+        if len(pending) > history_len:
+            self.counts["line_longer_than_history"] += 1
+        self._in_flight = rows
+        self.history.set_state(rows[len(rows) - history_len :])
+
+    def displacement_m(self, dims: int) -> np.ndarray:
+        """Metres the gripper will still move from the commands in flight (reported and not yet reported)."""
+        scale = self.contract.action_scale_m
+        displacement = np.zeros(dims)
+        if len(self._in_flight):
+            displacement += self._in_flight[:, :dims].sum(axis=0) * scale
+        elif self.delay_steps:
+            rows = self.history.get_state()
+            displacement += rows[-self.delay_steps :, :dims].sum(axis=0) * scale
+        for seq, command in self._sent.items():
+            if seq_newer(seq, self.acked_seq):
+                displacement += command[:dims] * scale
+        return displacement
