@@ -14,24 +14,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from import_guard import FORBID_SOURCE, FORBIDDEN
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "models" / "default"
-FORBIDDEN = "torch,mujoco,gymnasium,stable_baselines3,robot_grpo,envs"
-
-SCRIPT = textwrap.dedent(
+SCRIPT = FORBID_SOURCE + textwrap.dedent(
     """
-    import sys
-
-    FORBIDDEN = set(sys.argv[1].split(","))
-
-    class Forbid:
-        def find_spec(self, name, path=None, target=None):
-            if name.partition(".")[0] in FORBIDDEN:
-                raise ImportError(f"forbidden on the robot side: {name}")
-            return None
-
-    sys.meta_path.insert(0, Forbid())
     from launch.cli import main
 
     try:
@@ -66,7 +54,7 @@ def test_run_on_a_port_needs_no_training_side(tmp_path):
         "episodes=1",
     ]
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, FORBIDDEN, *args],
+        [sys.executable, "-c", SCRIPT, ",".join(FORBIDDEN), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

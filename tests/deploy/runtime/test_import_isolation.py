@@ -15,24 +15,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from import_guard import FORBID_SOURCE, FORBIDDEN
 
 ROOT = Path(__file__).resolve().parents[3]
-FORBIDDEN = ("torch", "mujoco", "gymnasium", "stable_baselines3", "robot_grpo", "envs")
 SUBPROCESS_TIMEOUT_S = 120
 
-HARNESS = textwrap.dedent(
+HARNESS = FORBID_SOURCE + textwrap.dedent(
     """
-    import importlib, sys
+    import importlib
 
-    FORBIDDEN = set(sys.argv[1].split(","))
-
-    class Forbid:
-        def find_spec(self, name, path=None, target=None):
-            if name.partition(".")[0] in FORBIDDEN:
-                raise ImportError(f"forbidden on the robot side: {name}")
-            return None
-
-    sys.meta_path.insert(0, Forbid())
     for module in sys.argv[2:]:
         try:
             importlib.import_module(module)
