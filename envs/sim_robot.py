@@ -381,6 +381,10 @@ def _serve_child(conn: Any, kwargs: dict[str, Any], priority: int | None) -> Non
     robot.stop()
 
 
+PROCESS_START_TIMEOUT_S = 120.0  # spawn + importing MuJoCo on a loaded 2-core machine
+PROCESS_STOP_TIMEOUT_S = 30.0
+
+
 class SimRobotProcess:
     """A ``SimRobot`` in its own process; ``port_name`` is its pty. ``stop()`` returns the robot's counters.
 
@@ -394,10 +398,24 @@ class SimRobotProcess:
         self._conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_serve_child, args=(child, kwargs, priority), daemon=True)
         self.process.start()
-        self.port_name: str = self._conn.recv()
+        child.close()  # only the child holds it now: if the child dies, recv() raises EOFError instead of hanging
+        self.port_name: str = self._receive(PROCESS_START_TIMEOUT_S, "start")
+
+    def _receive(self, timeout_s: float, what: str) -> Any:
+        try:
+            if self._conn.poll(timeout_s):
+                return self._conn.recv()
+        except EOFError:
+            pass
+        self.process.kill()
+        self.process.join()
+        raise RuntimeError(
+            f"the simulated robot process did not {what} within {timeout_s} s (exit code {self.process.exitcode}); "
+            "run SimRobot in this process to see its error"
+        )
 
     def stop(self) -> dict[str, int]:
         self._conn.send("stop")
-        counts = self._conn.recv()
+        counts = self._receive(PROCESS_STOP_TIMEOUT_S, "stop")
         self.process.join()
         return counts
