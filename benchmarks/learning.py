@@ -8,8 +8,8 @@ and the wall seconds to get there (training only, and with the evaluations inclu
 
 Variants:
 
-- ``grpo``: ``GRPO("MultiInputPolicy", env)`` with its defaults (G=8, 8 groups, "final" hindsight, 4 goals,
-  truncated IS weights), evaluated after every update (3,200 env steps);
+- ``grpo``: ``GRPO("MultiInputPolicy", env)`` with its defaults (G=8, 6 groups, "final" hindsight, 8 goals,
+  truncated IS weights), evaluated after every update (2,400 env steps);
 - ``grpo_no_hindsight``: ``rollout_buffer_class=GroupRolloutBuffer`` (plain GRPO, the ablation);
 - ``grpo_no_is``: hindsight without the importance-weight correction (``is_correction=False``);
 - ``grpo_hard``: defaults on a harder task (delay drawn per episode in 1..3, distance_threshold 0.02 m);
@@ -29,6 +29,7 @@ Writes benchmarks/results/learning.json, learning.md and learning.png.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import multiprocessing as mp
 import platform
@@ -60,6 +61,14 @@ def env_kwargs_for(variant: str) -> dict[str, Any]:
     return dict(HARD_ENV_KWARGS) if variant.endswith("_hard") else {"delay": 2}
 
 
+def grpo_default_n_envs() -> int:
+    """Envs that GRPO's defaults take (group_size x n_groups); one update runs one episode in each."""
+    from robot_grpo import GRPO
+
+    defaults = inspect.signature(GRPO.__init__).parameters
+    return int(defaults["group_size"].default * defaults["n_groups"].default)
+
+
 def build_model(variant: str, seed: int) -> Any:
     """The model of one variant, with its training VecEnv."""
     from stable_baselines3 import PPO, SAC, HerReplayBuffer
@@ -70,7 +79,7 @@ def build_model(variant: str, seed: int) -> Any:
 
     kwargs = env_kwargs_for(variant)
     if variant.startswith("grpo"):
-        env = make_vec_env(ENV_ID, n_envs=64, seed=seed, env_kwargs=kwargs)
+        env = make_vec_env(ENV_ID, n_envs=grpo_default_n_envs(), seed=seed, env_kwargs=kwargs)
         extra: dict[str, Any] = {}
         if variant == "grpo_no_hindsight":
             extra["rollout_buffer_class"] = GroupRolloutBuffer
@@ -212,7 +221,21 @@ def summarize(runs: list[dict[str, Any]], variants: list[str]) -> tuple[list[dic
         "Final success: median (min-max) over all seeds at the run's last evaluation (a run stops at its first "
         f"evaluation >= {SUCCESS_TARGET:.0%})."
     )
-    return rows, "\n".join([*lines, "", note])
+    return rows, "\n".join([*lines, "", note, *ratio_lines(rows)])
+
+
+def ratio_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """GRPO vs SAC+HER on the k=2 task, medians of the seeds that reached the target (empty if either has none)."""
+    by_name = {row["variant"]: row for row in rows}
+    ours, peer = by_name.get("grpo"), by_name.get("sac_her")
+    if not ours or not peer or not ours["steps"] or not peer["steps"]:
+        return []
+    steps = statistics.median(ours["steps"]) / statistics.median(peer["steps"])
+    wall = statistics.median(peer["train_s"]) / statistics.median(ours["train_s"])
+    return [
+        "",
+        f"GRPO vs SAC+HER (medians): {steps:.2f}x the env steps; SAC+HER takes {wall:.1f}x GRPO's training seconds.",
+    ]
 
 
 def plot(runs: list[dict[str, Any]], variants: list[str], path: Path) -> None:
@@ -272,7 +295,7 @@ def main() -> None:
         if variant.startswith("grpo"):
             n_seeds = args.seeds_ours if variant == "grpo" else args.seeds_ablations
             budget = args.budget_hard if variant.endswith("_hard") else args.budget_ours
-            jobs += [(variant, s, budget, 64 * EPISODE_STEPS) for s in range(n_seeds)]
+            jobs += [(variant, s, budget, grpo_default_n_envs() * EPISODE_STEPS) for s in range(n_seeds)]
         elif variant.startswith("sac_her"):
             budget = args.budget_hard if variant.endswith("_hard") else args.budget_sac
             n_seeds = args.seeds_ablations if variant.endswith("_hard") else args.seeds_baselines

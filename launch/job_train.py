@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from pathlib import Path
@@ -26,7 +27,9 @@ def train(config: dict[str, Any], run_dir: Path, progress_bar: bool = True) -> d
     hyper = dict(section["hyperparameters"])
     check_hyperparameters(GRPO, hyper, RESERVED)
     env_id, env_kwargs = config["env"]["id"], env_kwargs_from(config["env"])
-    n_envs = int(hyper.get("group_size", 8)) * int(hyper.get("n_groups", 8))
+    defaults = inspect.signature(GRPO.__init__).parameters
+    group_size = int(hyper.get("group_size", defaults["group_size"].default))
+    n_envs = group_size * int(hyper.get("n_groups", defaults["n_groups"].default))
     # A callable, not the id: make_vec_env would ask the env for an rgb_array render mode it has no use for.
     vec_env = make_vec_env(lambda: make_env(env_id, env_kwargs), n_envs=n_envs, seed=section["seed"])
     model = GRPO("MultiInputPolicy", vec_env, seed=section["seed"], tensorboard_log=str(run_dir / "tb"), **hyper)

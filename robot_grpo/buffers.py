@@ -19,7 +19,13 @@ import torch as th
 from gymnasium import spaces
 
 from robot_grpo.advantages import group_advantages
-from robot_grpo.hindsight import HindsightConfig, importance_weights, relabel_rewards, sample_group_goals
+from robot_grpo.hindsight import (
+    DEFAULT_N_SAMPLED_GOAL,
+    HindsightConfig,
+    importance_weights,
+    relabel_rewards,
+    sample_group_goals,
+)
 from robot_grpo.policies import GoalGaussianPolicy, flat_obs_dim
 
 SPARSE_SUCCESS_REWARD = 0.0  # gymnasium-robotics sparse convention: 0 at the goal, -1 elsewhere
@@ -258,7 +264,7 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
         self,
         *args: Any,
         hindsight_strategy: str = "final",
-        n_sampled_goal: int = 4,
+        n_sampled_goal: int = DEFAULT_N_SAMPLED_GOAL,
         is_correction: bool = True,
         is_clip: float = 1.0,
         is_self_normalize: bool = False,
