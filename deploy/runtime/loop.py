@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -37,6 +36,8 @@ from deploy.contract import ObservationContract
 from deploy.runtime.command_line import HOLD_SEQ, CommandLine
 from deploy.runtime.goals import Episode, GoalSource
 from deploy.runtime.loop_config import LoopConfig
+from deploy.runtime.realtime import enter_realtime
+from deploy.runtime.robot_link import RobotLink
 from deploy.runtime.run_report import EpisodeResult, RunReport
 from deploy.runtime.safety import FilterResult, InterventionCounter, SafetyLimits, filter_action
 from deploy.runtime.state_machine import LoopState, StateMachine
@@ -50,7 +51,6 @@ from deploy.wire import (
     HeartbeatMsg,
     HomeMsg,
     Link,
-    LinkError,
     Message,
     StateFlags,
     StateMsg,
@@ -60,7 +60,6 @@ from deploy.wire import (
 logger = logging.getLogger(__name__)
 
 Policy = Callable[[np.ndarray], np.ndarray]
-SEQ_LIMIT = 2**32 - 1
 _EMPTY = np.zeros(0)
 MAX_STATES_PER_TICK = 2  # one command per tick; a second state only to answer a HOMED state without waiting
 _STATE_ACTIVE = (LoopState.WAIT_FRESH, LoopState.HOLD, LoopState.HOMING, LoopState.RUN)
@@ -118,12 +117,11 @@ class Controller:
         self.on_tick = on_tick
         self._clock = clock
         self._policy = policy
-        self._port = port if isinstance(port, str) else None
-        self.link: Link | None = None if isinstance(port, str) else port
         self.sm = StateMachine()
         self.stats = TickStats(self.period_s)
         self.interventions = InterventionCounter()
         self.counts: Counter[str] = Counter()
+        self.robot_link = RobotLink(port, self.counts, self.config.reconnect_interval_s, clock)
         self.robot_errors: Counter[int] = Counter()
         self.episodes: list[EpisodeResult] = []
         self.tick = 0
@@ -131,7 +129,6 @@ class Controller:
         self._dims = limits.position_dims
         self._hold = contract.hold()
         self.line = CommandLine(contract, delay, self.counts)
-        self._seq = 0
         self._previous = contract.hold()
         self._last_state_seq: int | None = None
         self._last_valid: StateMsg | None = None
@@ -145,14 +142,12 @@ class Controller:
         self._episode_steps = 0
         self._home_tick = 0
         self._mode_since = 0.0
-        self._link_ok = True
-        self._last_reconnect = float("-inf")
         self._commanded = False
 
     # Run -----------------------------------------------------------------------------------------------------
     def run(self) -> RunReport:
         """Run until the goals are served, ``max_ticks``, or an error; the stop goes out in ``finally``."""
-        restore_scheduler = self._enter_realtime()
+        restore_scheduler = enter_realtime(self.config.realtime_priority)
         try:
             self._connect()
             if self.config.freeze_gc:
@@ -170,23 +165,6 @@ class Controller:
             restore_scheduler()
         return self.report()
 
-    def _enter_realtime(self) -> Callable[[], None]:
-        """Switch this thread to SCHED_FIFO if configured; returns the function that restores the old policy."""
-        priority = self.config.realtime_priority
-        if priority is None:
-            return lambda: None
-        if not hasattr(os, "sched_setscheduler"):
-            raise ValueError("realtime_priority needs Linux (os.sched_setscheduler); set it to None on this OS")
-        old_policy, old_param = os.sched_getscheduler(0), os.sched_getparam(0)
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-        except PermissionError as err:
-            raise PermissionError(
-                f"SCHED_FIFO priority {priority} refused ({err}); run as root, grant CAP_SYS_NICE "
-                "(setcap cap_sys_nice+ep on the interpreter) or raise the rtprio limit, or set realtime_priority=None"
-            ) from err
-        return lambda: os.sched_setscheduler(0, old_policy, old_param)
-
     def report(self) -> RunReport:
         return RunReport(
             episodes=list(self.episodes),
@@ -194,28 +172,26 @@ class Controller:
             interventions=self.interventions.as_dict(),
             counts=dict(self.counts),
             robot_errors=dict(self.robot_errors),
-            decoder_errors=dict(self.link.decoder.errors) if self.link is not None else {},
+            decoder_errors=self.robot_link.decoder_errors(),
             transitions=list(self.sm.history),
             ticks=self.tick,
         )
 
     def _connect(self) -> None:
-        if self.link is None:
-            self.link = Link(self._port)  # LinkError names the port if it cannot be opened
+        self.robot_link.open()  # LinkError names the port if it cannot be opened
         self._mode_since = self._clock()
-        self.sm.to(LoopState.WAIT_FRESH, self.tick, f"connected to {self.link.name}")
-        self._send(HeartbeatMsg(self._next_seq(), self._clock()))
+        self.sm.to(LoopState.WAIT_FRESH, self.tick, f"connected to {self.robot_link.name}")
+        self._heartbeat()
 
     def _shutdown(self) -> None:
         """Send the stop (hold, then e-stop), close a port we opened, end in DONE. Never raises on a dead link."""
-        if self.link is not None:
+        if self.robot_link.is_open:
             self._send(CommandMsg(self._next_seq(), self._clock(), self._hold))
             self._send(EStopMsg(self._next_seq(), self._clock(), EStopReason.RUNTIME_EXIT))
         if self._episode is not None:
             self._end_episode(None, aborted=True)
         self.sm.to(LoopState.DONE, self.tick, "shutdown")
-        if self._port is not None and self.link is not None:
-            self.link.close()
+        self.robot_link.close()
 
     def _finish(self, reason: str) -> None:
         if self._episode is not None:
@@ -228,8 +204,7 @@ class Controller:
         self._window_start = now = self._clock()
         lateness = now - (deadline - self.period_s)
         self.stats.on_wake(lateness)
-        if not self._link_ok:
-            self._reconnect()
+        self.robot_link.reconnect_if_due()
         record: TickRecord | None = None
         self._commanded = False
         handled = 0
@@ -266,14 +241,7 @@ class Controller:
 
     # Receiving ---------------------------------------------------------------------------------------------------
     def _receive(self, timeout_s: float) -> None:
-        if not self._link_ok or self.link is None:
-            time.sleep(max(0.0, timeout_s))  # the port is down: wait for the deadline, then try to reopen it
-            return
-        try:
-            messages = self.link.poll(timeout_s)
-        except LinkError as err:
-            self._on_link_error(err)
-            return
+        messages = self.robot_link.poll(timeout_s)  # a down port waits out the timeout
         t = self._clock()
         for msg in messages:
             self._handle(msg, t)
@@ -422,7 +390,7 @@ class Controller:
         startup = state is LoopState.WAIT_FRESH and self._last_valid is None
         if startup and now - self._mode_since > self.config.startup_timeout_s:
             raise TimeoutError(
-                f"no valid state from the robot on {self.link.name if self.link else self._port} within "
+                f"no valid state from the robot on {self.robot_link.name} within "
                 f"{self.config.startup_timeout_s} s of connecting; is the robot running and the port right?"
             )
         if state is LoopState.SAFE_STOP and now - self._mode_since > self.config.recover_timeout_s:
@@ -488,17 +456,10 @@ class Controller:
 
     # Sending ------------------------------------------------------------------------------------------------------
     def _next_seq(self) -> int:
-        self._seq = self._seq % SEQ_LIMIT + 1
-        return self._seq
+        return self.robot_link.next_seq()
 
     def _send(self, msg: Message) -> None:
-        if not self._link_ok or self.link is None:
-            self.counts["unsent"] += 1
-            return
-        try:
-            self.link.send(msg)
-        except LinkError as err:
-            self._on_link_error(err)
+        self.robot_link.send(msg)
 
     def _send_command(self, action: np.ndarray) -> float:
         """Send one command and remember it (for the history and the barrier); returns the send time."""
@@ -518,30 +479,6 @@ class Controller:
     def _enter(self, state: LoopState, reason: str) -> None:
         self.sm.to(state, self.tick, reason)
         self._mode_since = self._clock()
-
-    def _on_link_error(self, err: LinkError) -> None:
-        self.counts["link_errors"] += 1
-        if self._link_ok:
-            logger.error("link failed at tick %d: %s", self.tick, err)
-        self._link_ok = False
-
-    def _reconnect(self) -> None:
-        now = self._clock()
-        if self._port is None or now - self._last_reconnect < self.config.reconnect_interval_s:
-            if self._port is None:
-                self._link_ok = True  # a Link we were given: try it again
-            return
-        self._last_reconnect = now
-        if self.link is not None:
-            self.link.close()
-            self.link = None
-        try:
-            self.link = Link(self._port)
-        except LinkError as err:
-            logger.warning("reconnect to %s failed: %s", self._port, err)
-            return
-        self.counts["reconnects"] += 1
-        self._link_ok = True
 
     def _record(
         self,

@@ -1,0 +1,124 @@
+"""The controller's end of the wire link: opens and reopens the port, numbers messages, never raises mid-run.
+
+A failed send or receive marks the link down (counted, logged once) instead of raising, so the loop keeps its
+deadline and its safety logic; while the link is down, sends are counted as unsent and a receive just waits out
+its timeout. A port we opened by name is reopened every ``reconnect_interval_s``; a ``Link`` we were handed is
+simply tried again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from deploy.wire import Link, LinkError, Message
+
+logger = logging.getLogger(__name__)
+
+SEQ_LIMIT = 2**32 - 1  # sequence numbers run 1..SEQ_LIMIT and wrap (the wire's seq field is uint32, 0 unused)
+
+
+class RobotLink:
+    """Link state of one controller run.
+
+    :param port: a port name / pyserial URL (opened by :meth:`open`, reopened after a failure, closed by
+        :meth:`close`) or an open ``Link`` (never closed here: its owner closes it).
+    :param counts: the controller's counters; adds ``unsent``, ``link_errors`` and ``reconnects``.
+    :param reconnect_interval_s: seconds between attempts to reopen a named port.
+    :param clock: monotonic clock in seconds.
+    """
+
+    def __init__(
+        self,
+        port: str | Link,
+        counts: Counter[str],
+        reconnect_interval_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._port = port if isinstance(port, str) else None
+        self.link: Link | None = None if isinstance(port, str) else port
+        self.ok = True
+        self.counts = counts
+        self.reconnect_interval_s = reconnect_interval_s
+        self._clock = clock
+        self._seq = 0
+        self._last_reconnect = float("-inf")
+
+    @property
+    def name(self) -> str:
+        """The port's name (for messages)."""
+        return self.link.name if self.link is not None else str(self._port)
+
+    @property
+    def is_open(self) -> bool:
+        return self.link is not None
+
+    def open(self) -> None:
+        """Open a named port (a LinkError names it if it cannot be opened); a given Link is already open."""
+        if self.link is None:
+            self.link = Link(self._port)
+
+    def close(self) -> None:
+        """Close a port we opened; a Link we were given stays open."""
+        if self._port is not None and self.link is not None:
+            self.link.close()
+
+    def next_seq(self) -> int:
+        """The next message sequence number (1..SEQ_LIMIT, wrapping)."""
+        self._seq = self._seq % SEQ_LIMIT + 1
+        return self._seq
+
+    def send(self, msg: Message) -> None:
+        """Send one message; on a dead link count it as unsent (a failure marks the link down)."""
+        if not self.ok or self.link is None:
+            self.counts["unsent"] += 1
+            return
+        try:
+            self.link.send(msg)
+        except LinkError as err:
+            self._failed(err)
+
+    def poll(self, timeout_s: float) -> list[Message]:
+        """Messages that arrive within ``timeout_s`` seconds; a down link waits out the timeout and returns none."""
+        if not self.ok or self.link is None:
+            time.sleep(max(0.0, timeout_s))  # wait for the deadline, then the next tick tries to reopen the port
+            return []
+        try:
+            return self.link.poll(timeout_s)
+        except LinkError as err:
+            self._failed(err)
+            return []
+
+    def reconnect_if_due(self) -> None:
+        """After a failure: reopen a named port (at most every ``reconnect_interval_s``) or retry a given Link."""
+        if self.ok:
+            return
+        if self._port is None:
+            self.ok = True  # a Link we were given: try it again
+            return
+        now = self._clock()
+        if now - self._last_reconnect < self.reconnect_interval_s:
+            return
+        self._last_reconnect = now
+        if self.link is not None:
+            self.link.close()
+            self.link = None
+        try:
+            self.link = Link(self._port)
+        except LinkError as err:
+            logger.warning("reconnect to %s failed: %s", self._port, err)
+            return
+        self.counts["reconnects"] += 1
+        self.ok = True
+
+    def decoder_errors(self) -> dict[str, int]:
+        """Frames the decoder dropped, by reason (empty before the port is open)."""
+        return dict(self.link.decoder.errors) if self.link is not None else {}
+
+    def _failed(self, err: LinkError) -> None:
+        self.counts["link_errors"] += 1
+        if self.ok:
+            logger.error("link %s failed: %s", self.name, err)
+        self.ok = False

@@ -1,0 +1,100 @@
+"""RobotLink: sequence numbers wrap, a failing port marks the link down without raising, reopening is paced."""
+
+from collections import Counter
+
+import pytest
+
+from deploy.runtime.robot_link import SEQ_LIMIT, RobotLink
+from deploy.wire import HeartbeatMsg, Link, LinkError
+
+
+class FlakyTransport:
+    """An in-memory byte pipe whose reads and writes raise LinkError while ``broken`` is set."""
+
+    def __init__(self) -> None:
+        self.broken = False
+        self.written = bytearray()
+        self.closed = False
+
+    def read(self, timeout_s: float) -> bytes:
+        if self.broken:
+            raise LinkError("cable pulled")
+        return bytes(self.written)  # echo: what we sent comes back
+
+    def write(self, data: bytes) -> int:
+        if self.broken:
+            raise LinkError("cable pulled")
+        self.written += data
+        return len(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_sequence_numbers_start_at_one_and_wrap_past_the_uint32_limit():
+    link = RobotLink("loop://", Counter(), reconnect_interval_s=1.0)
+    assert [link.next_seq(), link.next_seq()] == [1, 2]
+    link._seq = SEQ_LIMIT - 1
+    assert [link.next_seq(), link.next_seq()] == [SEQ_LIMIT, 1]  # 0 is never used
+
+
+def test_a_failing_given_link_is_counted_not_raised_then_retried():
+    transport = FlakyTransport()
+    given = Link.from_transport(transport, "flaky")
+    counts: Counter[str] = Counter()
+    link = RobotLink(given, counts, reconnect_interval_s=1.0)
+    link.open()  # already open: nothing happens
+    link.send(HeartbeatMsg(link.next_seq(), 0.0))
+    assert [type(m) for m in link.poll(0.0)] == [HeartbeatMsg]
+
+    transport.broken = True
+    link.send(HeartbeatMsg(link.next_seq(), 0.0))  # fails: the link goes down
+    assert not link.ok and counts["link_errors"] == 1
+    link.send(HeartbeatMsg(link.next_seq(), 0.0))  # while down: not attempted, counted
+    assert counts["unsent"] == 1
+    assert link.poll(0.0) == []
+
+    transport.broken = False
+    link.reconnect_if_due()  # a given Link is simply tried again
+    assert link.ok and counts["reconnects"] == 0
+    link.close()
+    assert not transport.closed  # its owner closes it
+
+
+def test_a_named_port_is_reopened_at_most_every_interval():
+    clock = Clock()
+    counts: Counter[str] = Counter()
+    link = RobotLink("loop://", counts, reconnect_interval_s=0.5, clock=clock)
+    link.open()
+    first = link.link
+    link._failed(LinkError("port vanished"))
+    link.reconnect_if_due()  # the first attempt is immediate
+    assert link.ok and counts["reconnects"] == 1 and link.link is not first and first.closed
+
+    link._failed(LinkError("port vanished again"))
+    clock.t = 0.2
+    link.reconnect_if_due()  # too soon after the last attempt
+    assert not link.ok and counts["reconnects"] == 1
+    clock.t = 0.6
+    link.reconnect_if_due()
+    assert link.ok and counts["reconnects"] == 2
+    link.close()
+    assert link.link.closed
+
+
+def test_a_port_that_cannot_be_reopened_stays_down():
+    clock = Clock()
+    link = RobotLink("/dev/does-not-exist-robot-grpo", Counter(), reconnect_interval_s=0.5, clock=clock)
+    with pytest.raises(LinkError, match="does-not-exist"):
+        link.open()
+    link._failed(LinkError("never opened"))
+    link.reconnect_if_due()
+    assert not link.ok and link.decoder_errors() == {}
