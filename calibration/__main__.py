@@ -13,7 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from calibration.probe import ProbeAbortError, ProbeConfig, calibrate
+from calibration.probe import ProbeConfig, calibrate
+from calibration.probe_session import ProbeAbortError
 from calibration.schema import CalibrationError, save_calibration
 from deploy.wire import Link, LinkError
 

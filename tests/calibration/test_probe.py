@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calibration.probe import ProbeAbortError, ProbeConfig, calibrate
+from calibration.probe import ProbeConfig, calibrate
+from calibration.probe_session import ProbeAbortError
 from calibration.schema import load_calibration, save_calibration
 from deploy.contract import fetch_reach_contract
 from deploy.runtime.safety import SafetyLimits
