@@ -29,7 +29,6 @@ Writes benchmarks/results/learning.json, learning.md and learning.png.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import multiprocessing as mp
 import platform
@@ -61,25 +60,17 @@ def env_kwargs_for(variant: str) -> dict[str, Any]:
     return dict(HARD_ENV_KWARGS) if variant.endswith("_hard") else {"delay": 2}
 
 
-def grpo_default_n_envs() -> int:
-    """Envs that GRPO's defaults take (group_size x n_groups); one update runs one episode in each."""
-    from robot_grpo import GRPO
-
-    defaults = inspect.signature(GRPO.__init__).parameters
-    return int(defaults["group_size"].default * defaults["n_groups"].default)
-
-
 def build_model(variant: str, seed: int) -> Any:
     """The model of one variant, with its training VecEnv."""
     from stable_baselines3 import PPO, SAC, HerReplayBuffer
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from robot_grpo import GRPO, GroupRolloutBuffer
+    from robot_grpo import DEFAULT_N_ENVS, GRPO, GroupRolloutBuffer
 
     kwargs = env_kwargs_for(variant)
     if variant.startswith("grpo"):
-        env = make_vec_env(ENV_ID, n_envs=grpo_default_n_envs(), seed=seed, env_kwargs=kwargs)
+        env = make_vec_env(ENV_ID, n_envs=DEFAULT_N_ENVS, seed=seed, env_kwargs=kwargs)
         extra: dict[str, Any] = {}
         if variant == "grpo_no_hindsight":
             extra["rollout_buffer_class"] = GroupRolloutBuffer
@@ -290,12 +281,14 @@ def main() -> None:
         print(table)
         return
 
+    from robot_grpo import DEFAULT_N_ENVS  # one GRPO update = one episode in each of its envs
+
     jobs = []
     for variant in args.variants:
         if variant.startswith("grpo"):
             n_seeds = args.seeds_ours if variant == "grpo" else args.seeds_ablations
             budget = args.budget_hard if variant.endswith("_hard") else args.budget_ours
-            jobs += [(variant, s, budget, grpo_default_n_envs() * EPISODE_STEPS) for s in range(n_seeds)]
+            jobs += [(variant, s, budget, DEFAULT_N_ENVS * EPISODE_STEPS) for s in range(n_seeds)]
         elif variant.startswith("sac_her"):
             budget = args.budget_hard if variant.endswith("_hard") else args.budget_sac
             n_seeds = args.seeds_ablations if variant.endswith("_hard") else args.seeds_baselines

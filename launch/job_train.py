@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from pathlib import Path
@@ -21,15 +20,13 @@ def train(config: dict[str, Any], run_dir: Path, progress_bar: bool = True) -> d
     from stable_baselines3.common.env_util import make_vec_env
 
     import envs  # noqa: F401  (registers the env ids)
-    from robot_grpo.grpo import GRPO
+    from robot_grpo.grpo import DEFAULT_GROUP_SIZE, DEFAULT_N_GROUPS, GRPO
 
     section = config["train"]
     hyper = dict(section["hyperparameters"])
     check_hyperparameters(GRPO, hyper, RESERVED)
     env_id, env_kwargs = config["env"]["id"], env_kwargs_from(config["env"])
-    defaults = inspect.signature(GRPO.__init__).parameters
-    group_size = int(hyper.get("group_size", defaults["group_size"].default))
-    n_envs = group_size * int(hyper.get("n_groups", defaults["n_groups"].default))
+    n_envs = int(hyper.get("group_size", DEFAULT_GROUP_SIZE)) * int(hyper.get("n_groups", DEFAULT_N_GROUPS))
     # A callable, not the id: make_vec_env would ask the env for an rgb_array render mode it has no use for.
     vec_env = make_vec_env(lambda: make_env(env_id, env_kwargs), n_envs=n_envs, seed=section["seed"])
     model = GRPO("MultiInputPolicy", vec_env, seed=section["seed"], tensorboard_log=str(run_dir / "tb"), **hyper)

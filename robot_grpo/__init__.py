@@ -5,12 +5,13 @@ imports neither ``envs`` nor ``deploy``.
 """
 
 from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer
-from robot_grpo.grpo import GRPO, ExtraLossTerm
+from robot_grpo.grpo import DEFAULT_N_ENVS, GRPO, ExtraLossTerm
 from robot_grpo.policies import OBS_KEYS, GoalGaussianPolicy, MlpPolicy, MultiInputPolicy
 from robot_grpo.schedules import make_schedule
 from robot_grpo.stability import NonFiniteError
 
 __all__ = [
+    "DEFAULT_N_ENVS",
     "GRPO",
     "OBS_KEYS",
     "ExtraLossTerm",

@@ -35,6 +35,11 @@ from robot_grpo.stability import write_nonfinite_snapshot as _write_snapshot
 
 SelfGRPO = TypeVar("SelfGRPO", bound="GRPO")
 
+DEFAULT_GROUP_SIZE = 8  # members per group (G)
+# Groups per update: 6 (2,400 env steps) reached 95% on DelayedFetchReach k=2 in fewer env steps than 8 or 4 groups
+# (median 7,200 vs 9,600 and 11,200 over 10 seeds; see benchmarks/learning.py).
+DEFAULT_N_GROUPS = 6
+DEFAULT_N_ENVS = DEFAULT_GROUP_SIZE * DEFAULT_N_GROUPS  # the envs that the defaults need
 EARLY_STOP_KL_FACTOR = 1.5  # stop the update when approx KL > 1.5 x target_kl
 ROLLBACK_KL_FACTOR = 2.0  # restore the last good weights and halve the lr when approx KL > 2 x target_kl
 ROLLBACK_LR_FACTOR = 0.5
@@ -65,9 +70,8 @@ class GRPO(BaseAlgorithm):
     :param learning_rate: float or schedule of progress_remaining (see ``robot_grpo.schedules.make_schedule``
         for constant / linear / cosine).
     :param group_size: members per group (G), each starting from the same snapshot.
-    :param n_groups: groups per rollout; the env needs ``group_size * n_groups`` envs. The default 6 (2,400
-        env steps per update) reached 95% on DelayedFetchReach k=2 in fewer env steps than 8 or 4 groups
-        (median 7,200 vs 9,600 and 11,200 over 10 seeds; see benchmarks/learning.py).
+    :param n_groups: groups per rollout; the env needs ``group_size * n_groups`` envs (``DEFAULT_N_ENVS`` with
+        the defaults).
     :param n_steps: control steps per episode; None reads the env's ``max_episode_steps`` (or its spec's).
     :param n_epochs: passes over the training rows per update.
     :param batch_size: minibatch size in rows (original plus relabelled samples).
@@ -111,8 +115,8 @@ class GRPO(BaseAlgorithm):
         policy: str | type[GoalGaussianPolicy],
         env: GymEnv | str | None,
         learning_rate: float | Schedule = 3e-4,
-        group_size: int = 8,
-        n_groups: int = 6,
+        group_size: int = DEFAULT_GROUP_SIZE,
+        n_groups: int = DEFAULT_N_GROUPS,
         n_steps: int | None = None,
         n_epochs: int = 8,
         batch_size: int = 2048,

@@ -1,7 +1,6 @@
 """GRPO algorithm class on the numpy PointReach env: SB3 API, determinism, guards, callbacks, logging."""
 
 import csv
-import inspect
 import os
 
 import numpy as np
@@ -12,11 +11,9 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
 
 import envs  # noqa: F401  (registers PointReach-v0)
-from robot_grpo import GRPO, GroupRolloutBuffer, NonFiniteError
+from robot_grpo import DEFAULT_N_ENVS, GRPO, GroupRolloutBuffer, NonFiniteError
 
 G, N_GROUPS, EP_STEPS = 4, 2, 10
-_DEFAULTS = inspect.signature(GRPO.__init__).parameters
-DEFAULT_N_ENVS = _DEFAULTS["group_size"].default * _DEFAULTS["n_groups"].default  # what GRPO's defaults need
 DEFAULT_UPDATE_STEPS = DEFAULT_N_ENVS * 50  # one update: every env runs one 50-step episode
 SMALL = {"group_size": G, "n_groups": N_GROUPS, "batch_size": 64, "n_epochs": 2, "policy_kwargs": {"net_arch": [16]}}
 
