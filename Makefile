@@ -36,7 +36,7 @@ demo: install
 
 # The default policy package shipped in models/ (documented in models/README.md).
 model: install
-	$(BIN)/robot-grpo train --name default_model --set train.total_timesteps=25600 --set train.eval_episodes=100 --set train.target_success=0.99
+	$(BIN)/robot-grpo train --name default_model --set train.total_timesteps=25600 --set train.eval_episodes=100
 	$(BIN)/robot-grpo export --name default_model_export --set checkpoint=runs/default_model/model.zip --set out_dir=models/default
 	cp runs/default_model/model.zip models/default_checkpoint.zip
 	cp runs/default_model/learning_curve.json models/default_learning_curve.json
