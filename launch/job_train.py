@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,17 @@ from typing import Any
 from deploy.export.rollouts import make_env
 from launch.jobs import write_resolved
 from launch.report import plot_learning_curve
-from launch.training import SuccessEvalCallback, check_hyperparameters, env_kwargs_from
+from launch.training import (
+    SuccessEvalCallback,
+    check_hyperparameters,
+    env_kwargs_from,
+    safety_filter_check,
+    shipped_action,
+)
 
 RESERVED = ("policy", "env", "seed", "tensorboard_log", "verbose")
+
+logger = logging.getLogger(__name__)
 
 
 def train(config: dict[str, Any], run_dir: Path, progress_bar: bool = True) -> dict[str, Any]:
@@ -49,7 +58,17 @@ def train(config: dict[str, Any], run_dir: Path, progress_bar: bool = True) -> d
         "final_success": curve[-1]["success"],
         "reached_target": callback.reached_target,
         "model": str(run_dir / "model.zip"),
+        "behind_safety_filter": safety_filter_check(env_id, env_kwargs, shipped_action(model), callback.seeds),
     }
+    filtered = summary["behind_safety_filter"]
+    if filtered is not None and (filtered["interventions_per_episode"] > 0 or filtered["safe_stops"] > 0):
+        logger.warning(
+            "the trained policy leans on the safety filter: %.2f interventions per episode, %d safe stops behind "
+            "the calibration's limits. Policies trained far past their success target take larger steps; stop "
+            "earlier (train.target_success / train.total_timesteps) before deploying it",
+            filtered["interventions_per_episode"],
+            filtered["safe_stops"],
+        )
     (run_dir / "train_summary.json").write_text(json.dumps(summary, indent=2))
     vec_env.close()
     return summary
@@ -59,8 +78,15 @@ def main(config: dict[str, Any]) -> int:
     run_dir = Path(config["output"]) / config["name"]
     write_resolved(config, run_dir)
     summary = train(config, run_dir)
+    filtered = summary["behind_safety_filter"]
+    behind = ""
+    if filtered is not None:
+        behind = (
+            f"; behind the safety filter {100 * filtered['success_rate']:.0f}% with "
+            f"{filtered['interventions_per_episode']:.2f} interventions per episode"
+        )
     print(
         f"trained {summary['env_steps']} env steps in {summary['wall_s']:.1f} s: "
-        f"deterministic success {100 * summary['final_success']:.0f}% -> {summary['model']}"
+        f"deterministic success {100 * summary['final_success']:.0f}%{behind} -> {summary['model']}"
     )
     return 0 if summary["reached_target"] else 1

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from deploy.export.rollouts import closed_loop_success, make_env
+from deploy.export.rollouts import ActFn, closed_loop_success, env_contract, make_env
 from launch.schema import LaunchError
 
 EVAL_SEED_BASE = 1_000_000  # eval episodes use seeds disjoint from training's (which start at the run seed)
@@ -59,15 +59,7 @@ class SuccessEvalCallback(BaseCallback):
         self._t0 = time.perf_counter()
 
     def evaluate(self) -> float:
-        import torch
-
-        module = self.model.policy.make_export_module().eval()
-
-        def act(flat: np.ndarray) -> np.ndarray:
-            with torch.no_grad():
-                return module(torch.as_tensor(flat)).numpy()
-
-        success = float(closed_loop_success(self.env, act, self.seeds).mean())
+        success = float(closed_loop_success(self.env, shipped_action(self.model), self.seeds).mean())
         self.curve.append(
             {"steps": int(self.num_timesteps), "success": success, "wall_s": time.perf_counter() - self._t0}
         )
@@ -93,3 +85,43 @@ class SuccessEvalCallback(BaseCallback):
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.curve, indent=2))
+
+
+def shipped_action(model: Any) -> ActFn:
+    """The trained policy's export module as a function of flat float32 observations ``[N, D]`` (no grad)."""
+    import torch
+
+    module = model.policy.make_export_module().eval()
+
+    def act(flat: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return module(torch.as_tensor(flat)).numpy()
+
+    return act
+
+
+def safety_filter_check(env_id: str, env_kwargs: dict[str, Any], act: ActFn, seeds: list[int]) -> dict[str, Any] | None:
+    """Closed-loop episodes behind the safety filter that the env's calibration file defines (as on the robot).
+
+    A policy trained far past its success target tends to take larger steps and lean on the workspace barrier
+    near the box faces; this measures it. Goals outside the box are skipped (counted).
+
+    :return: success rate, interventions per episode, safe stops and skipped goals; None for an env without a
+        calibration file (PointReach).
+    """
+    from deploy.finetune.gate import closed_loop_eval
+    from deploy.runtime.safety import SafetyLimits
+
+    env = make_env(env_id, env_kwargs)
+    calibration = getattr(env.unwrapped, "calibration", None)
+    if calibration is None:
+        return None
+    contract = env_contract(env)
+    result = closed_loop_eval(act, env, contract, seeds, SafetyLimits.from_calibration(calibration, contract))
+    return {
+        "success_rate": result.success_rate,
+        "interventions_per_episode": result.interventions_per_episode,
+        "safe_stops": result.safe_stops,
+        "skipped_goals": result.skipped_goals,
+        "error": result.error,
+    }

@@ -1,0 +1,64 @@
+"""The train job's check behind the safety filter: counts barrier interventions, skips envs without a robot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from launch.jobs import validate_launch
+from launch.training import safety_filter_check, shipped_action
+
+CHECKPOINT = Path(__file__).resolve().parents[2] / "models" / "default_checkpoint.zip"
+SEEDS = list(range(1_000_000, 1_000_020))
+FETCH = ("DelayedFetchReach-v0", {"delay": 2})
+
+
+def constant(action: list[float]):
+    return lambda flat: np.tile(np.asarray(action, dtype=np.float32), (flat.shape[0], 1))
+
+
+def test_a_policy_that_drives_into_the_table_is_counted():
+    # Full speed down (5 cm per step): the barrier lets the gripper close at most half the gap to the box's
+    # floor per step, so it intervenes on every tick once the floor is near.
+    out = safety_filter_check(*FETCH, constant([0.0, 0.0, -1.0, 0.0]), SEEDS[:3])
+    assert out is not None and out["error"] == ""
+    assert out["interventions_per_episode"] > 10 and out["success_rate"] == 0.0
+
+
+def test_holding_still_needs_no_intervention():
+    out = safety_filter_check(*FETCH, constant([0.0, 0.0, 0.0, 0.0]), SEEDS[:3])
+    assert out is not None and out["interventions_per_episode"] == 0.0 and out["safe_stops"] == 0
+
+
+def test_point_reach_has_no_robot_calibration():
+    assert safety_filter_check("PointReach-v0", {"delay": 1}, constant([0.0, 0.0, 0.0]), SEEDS[:1]) is None
+
+
+@pytest.mark.skipif(not CHECKPOINT.is_file(), reason="models/default_checkpoint.zip is absent")
+def test_the_shipped_checkpoint_reaches_its_goals_without_the_filter():
+    from robot_grpo import GRPO
+
+    out = safety_filter_check(*FETCH, shipped_action(GRPO.load(str(CHECKPOINT), device="cpu")), SEEDS)
+    assert out["success_rate"] >= 0.9 and out["interventions_per_episode"] == 0.0, out
+
+
+def test_train_job_writes_the_check_into_its_summary(tmp_path: Path, capsys):
+    from launch.job_train import main
+
+    config = validate_launch(
+        {
+            "job": "train",
+            "name": "tiny",
+            "env": {"id": "DelayedFetchReach-v0", "delay": 2},
+            "train": {"total_timesteps": 2400, "eval_episodes": 4, "target_success": 0.99},
+            "output": str(tmp_path),
+        }
+    )
+    assert main(config) == 1  # one update cannot reach 99%: the job says so by its exit code
+    summary = json.loads((tmp_path / "tiny" / "train_summary.json").read_text())
+    filtered = summary["behind_safety_filter"]
+    assert set(filtered) == {"success_rate", "interventions_per_episode", "safe_stops", "skipped_goals", "error"}
+    assert "interventions per episode" in capsys.readouterr().out
