@@ -10,6 +10,8 @@ Variants:
 
 - ``grpo``: ``GRPO("MultiInputPolicy", env)`` with its defaults (G=8, 6 groups, "final" hindsight, 8 goals,
   truncated IS weights), evaluated after every update (2,400 env steps);
+- ``grpo_2threads``: the same, its envs stepped on 2 threads (``ThreadedVecEnv``; MuJoCo releases the GIL): what
+  GRPO gets from this machine's second core, which the 1-env SAC+HER cannot use (torch stays at 1 thread);
 - ``grpo_no_hindsight``: ``rollout_buffer_class=GroupRolloutBuffer`` (plain GRPO, the ablation);
 - ``grpo_no_is``: hindsight without the importance-weight correction (``is_correction=False``);
 - ``grpo_hard``: defaults on a harder task (delay drawn per episode in 1..3, distance_threshold 0.02 m);
@@ -49,7 +51,7 @@ EVAL_EPISODES = 30
 EVAL_SEED = 123_456
 EPISODE_STEPS = 50
 SUCCESS_TARGET = 0.95
-GRPO_VARIANTS = ("grpo", "grpo_no_hindsight", "grpo_no_is", "grpo_hard")
+GRPO_VARIANTS = ("grpo", "grpo_2threads", "grpo_no_hindsight", "grpo_no_is", "grpo_hard")
 ALL_VARIANTS = (*GRPO_VARIANTS, "sac_her", "sac_her_hard", "ppo")
 HARD_ENV_KWARGS = {"delay_range": (1, 3), "distance_threshold": 0.02}
 PPO_ENVS = 8
@@ -67,10 +69,12 @@ def build_model(variant: str, seed: int) -> Any:
     from stable_baselines3.common.vec_env import VecNormalize
 
     from robot_grpo import DEFAULT_N_ENVS, GRPO, GroupRolloutBuffer
+    from robot_grpo.threaded_vec_env import ThreadedVecEnv
 
     kwargs = env_kwargs_for(variant)
     if variant.startswith("grpo"):
-        env = make_vec_env(ENV_ID, n_envs=DEFAULT_N_ENVS, seed=seed, env_kwargs=kwargs)
+        threads = {"vec_env_cls": ThreadedVecEnv, "vec_env_kwargs": {"n_threads": 2}} if "2threads" in variant else {}
+        env = make_vec_env(ENV_ID, n_envs=DEFAULT_N_ENVS, seed=seed, env_kwargs=kwargs, **threads)
         extra: dict[str, Any] = {}
         if variant == "grpo_no_hindsight":
             extra["rollout_buffer_class"] = GroupRolloutBuffer
@@ -223,10 +227,15 @@ def ratio_lines(rows: list[dict[str, Any]]) -> list[str]:
         return []
     steps = statistics.median(ours["steps"]) / statistics.median(peer["steps"])
     wall = statistics.median(peer["train_s"]) / statistics.median(ours["train_s"])
-    return [
+    lines = [
         "",
         f"GRPO vs SAC+HER (medians): {steps:.2f}x the env steps; SAC+HER takes {wall:.1f}x GRPO's training seconds.",
     ]
+    threaded = by_name.get("grpo_2threads")
+    if threaded and threaded["train_s"]:
+        ratio = statistics.median(peer["train_s"]) / statistics.median(threaded["train_s"])
+        lines.append(f"With GRPO's envs on 2 threads: SAC+HER takes {ratio:.1f}x GRPO's training seconds.")
+    return lines
 
 
 def plot(runs: list[dict[str, Any]], variants: list[str], path: Path) -> None:
@@ -286,7 +295,7 @@ def main() -> None:
     jobs = []
     for variant in args.variants:
         if variant.startswith("grpo"):
-            n_seeds = args.seeds_ours if variant == "grpo" else args.seeds_ablations
+            n_seeds = args.seeds_ours if variant in ("grpo", "grpo_2threads") else args.seeds_ablations
             budget = args.budget_hard if variant.endswith("_hard") else args.budget_ours
             jobs += [(variant, s, budget, DEFAULT_N_ENVS * EPISODE_STEPS) for s in range(n_seeds)]
         elif variant.startswith("sac_her"):
