@@ -30,6 +30,7 @@ def train(config: dict[str, Any], run_dir: Path, progress_bar: bool = True) -> d
 
     import envs  # noqa: F401  (registers the env ids)
     from robot_grpo.grpo import DEFAULT_GROUP_SIZE, DEFAULT_N_GROUPS, GRPO
+    from robot_grpo.threaded_vec_env import ThreadedVecEnv
 
     section = config["train"]
     hyper = dict(section["hyperparameters"])
@@ -37,7 +38,13 @@ def train(config: dict[str, Any], run_dir: Path, progress_bar: bool = True) -> d
     env_id, env_kwargs = config["env"]["id"], env_kwargs_from(config["env"])
     n_envs = int(hyper.get("group_size", DEFAULT_GROUP_SIZE)) * int(hyper.get("n_groups", DEFAULT_N_GROUPS))
     # A callable, not the id: make_vec_env would ask the env for an rgb_array render mode it has no use for.
-    vec_env = make_vec_env(lambda: make_env(env_id, env_kwargs), n_envs=n_envs, seed=section["seed"])
+    vec_env = make_vec_env(
+        lambda: make_env(env_id, env_kwargs),
+        n_envs=n_envs,
+        seed=section["seed"],
+        vec_env_cls=ThreadedVecEnv,  # MuJoCo releases the GIL: the envs step in parallel, bit-identically
+        vec_env_kwargs={"n_threads": section["env_threads"]},
+    )
     model = GRPO("MultiInputPolicy", vec_env, seed=section["seed"], tensorboard_log=str(run_dir / "tb"), **hyper)
     callback = SuccessEvalCallback(env_id, env_kwargs, section["eval_episodes"], section["target_success"])
     start = time.perf_counter()

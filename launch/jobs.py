@@ -44,6 +44,9 @@ TRAIN = Section(
         "seed": Field("int", 0, low=0),
         "target_success": Field("float", 0.95, low=0.0, high=1.0, doc="stop early at this eval success"),
         "eval_episodes": Field("int", 30, low=1, doc="deterministic episodes per evaluation"),
+        "env_threads": Field(
+            "int", 2, low=1, high=64, doc="threads that step the training envs (same result for any number)"
+        ),
         "hyperparameters": Field("mapping", {}, doc="GRPO constructor arguments, checked against its signature"),
     }
 )

@@ -34,7 +34,10 @@ def test_defaults_are_filled_in():
     ("data", "message"),
     [
         ({"job": "fly"}, "'job' = 'fly' is not allowed; allowed values: train, eval"),
-        ({"job": "train", "train": {"gamma": 0.9}}, "unknown key 'train.gamma'; allowed keys: eval_episodes"),
+        (
+            {"job": "train", "train": {"gamma": 0.9}},
+            "unknown key 'train.gamma'; allowed keys: env_threads, eval_episodes",
+        ),
         ({"job": "train", "train": {"seed": -1}}, "'train.seed' = -1 is out of range: it must be >= 0"),
         ({"job": "train", "env": {"id": "CartPole-v1"}}, "'env.id' = 'CartPole-v1' is not allowed"),
         ({"job": "train", "env": {"delay": 9}}, "'env.delay' = 9 is out of range: allowed values are 0 to 8"),
