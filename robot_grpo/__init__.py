@@ -5,7 +5,8 @@ imports neither ``envs`` nor ``deploy``.
 """
 
 from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer
-from robot_grpo.grpo import DEFAULT_N_ENVS, GRPO, ExtraLossTerm
+from robot_grpo.grpo import DEFAULT_N_ENVS, GRPO
+from robot_grpo.losses import ExtraLossTerm
 from robot_grpo.policies import OBS_KEYS, GoalGaussianPolicy, MlpPolicy, MultiInputPolicy
 from robot_grpo.schedules import make_schedule
 from robot_grpo.stability import NonFiniteError

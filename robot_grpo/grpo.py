@@ -12,7 +12,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch as th
@@ -27,7 +27,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from robot_grpo.advantages import ADVANTAGE_SCALES
 from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer
 from robot_grpo.group_reset import group_reset
-from robot_grpo.losses import clip_fraction, clipped_surrogate, k3_kl
+from robot_grpo.losses import ExtraLossTerm, clip_fraction, clipped_surrogate, k3_kl
 from robot_grpo.policies import GoalGaussianPolicy, flatten_obs_np
 from robot_grpo.schedules import make_schedule
 from robot_grpo.stability import LastGood, NonFiniteError, first_nonfinite, first_nonfinite_grad
@@ -45,14 +45,6 @@ ROLLBACK_KL_FACTOR = 2.0  # restore the last good weights and halve the lr when 
 ROLLBACK_LR_FACTOR = 0.5
 ADAPTIVE_BETA_TOLERANCE = 1.5  # adapt beta when kl_ref leaves [target / 1.5, target * 1.5]
 ADAPTIVE_BETA_STEP = 2.0
-
-
-class ExtraLossTerm(Protocol):
-    """A pluggable loss term (e.g. an EWC penalty): ``term(policy) -> scalar tensor``, logged as train/<name>."""
-
-    name: str
-
-    def __call__(self, policy: GoalGaussianPolicy) -> th.Tensor: ...
 
 
 class GRPO(BaseAlgorithm):

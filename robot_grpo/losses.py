@@ -7,7 +7,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Protocol
+
 import torch as th
+
+if TYPE_CHECKING:
+    from robot_grpo.policies import GoalGaussianPolicy
 
 
 def k3_kl(log_q: th.Tensor, log_p: th.Tensor) -> th.Tensor:
@@ -24,3 +29,11 @@ def clipped_surrogate(ratio: th.Tensor, advantages: th.Tensor, clip_low: float, 
 def clip_fraction(ratio: th.Tensor, clip_low: float, clip_high: float) -> th.Tensor:
     """Share of samples whose ratio lies outside the clip range."""
     return ((ratio < 1.0 - clip_low) | (ratio > 1.0 + clip_high)).float().mean()
+
+
+class ExtraLossTerm(Protocol):
+    """A pluggable loss term (e.g. an EWC penalty): ``term(policy) -> scalar tensor``, logged as train/<name>."""
+
+    name: str
+
+    def __call__(self, policy: GoalGaussianPolicy) -> th.Tensor: ...
