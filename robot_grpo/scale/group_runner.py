@@ -2,8 +2,9 @@
 
 A :class:`GroupRunner` owns ``group_size`` envs built from an env factory. :meth:`GroupRunner.run` plays group
 ``group`` of rollout ``update``: the leader is put back to the pristine state captured when the runner was built
-(so nothing a previous group left behind leaks into this one, even from an env whose reset is incomplete), reset with the group's start seed, snapshotted, and every member is restored from that snapshot; then
-all members run to the time limit with actions ``mean + noise * std`` from the members' own noise streams
+(so nothing a previous group left behind leaks into this one, even from an env whose reset is incomplete),
+reset with the group's start seed, snapshotted, and every member is restored from that snapshot; then all
+members run to the time limit with actions ``mean + noise * std`` from the members' own noise streams
 (:mod:`robot_grpo.scale.streams`). The result depends only on (weights, seed, update, group).
 """
 

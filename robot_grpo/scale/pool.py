@@ -94,6 +94,7 @@ class RolloutWorkerPool:
         self._spec_id = ""
         self._version = 0
         self.last_stats = CollectStats()
+        self.lost: list[int] = []  # indices of the workers that died, in order
 
     @property
     def n_alive(self) -> int:
@@ -161,6 +162,7 @@ class RolloutWorkerPool:
         if worker.alive:
             worker.alive = False
             stats.workers_lost.append(worker.index)
+            self.lost.append(worker.index)
             logger.warning(
                 "rollout worker %d died (%s); its groups run again on the %d live workers with the same seeds",
                 worker.index,

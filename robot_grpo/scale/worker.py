@@ -64,6 +64,12 @@ class RolloutWorker:
         """Returns the group size once the envs are built (the pool waits on it so env errors surface early)."""
         return self.runner.group_size
 
+    def node_id(self) -> str:
+        """The Ray node this worker runs on (diagnostics, placement tests)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def run_group(
         self,
         spec_box: list[Any],
