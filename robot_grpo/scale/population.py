@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import random
+import time
 import zlib
 from collections import defaultdict
 from collections.abc import Callable
@@ -236,6 +237,7 @@ class PopulationLog(tune.Callback):
         self._results: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
         self.exploits: list[dict[str, Any]] = []
         self.intervals: list[dict[str, Any]] = []
+        self._start = time.monotonic()
 
     def _write(self, record: dict[str, Any]) -> None:
         with self.path.open("a") as out:
@@ -270,6 +272,7 @@ class PopulationLog(tune.Callback):
             "interval": interval,
             "env_steps_per_member": max(int(results[i]["member_env_steps"]) for i in ids),
             "diversity_js": diversity,
+            "elapsed_s": time.monotonic() - self._start,  # since the population started
             "success": {i: results[i][METRIC] for i in ids},
             "hyperparameters": {i: results[i]["hyperparameters"] for i in ids},
         }
