@@ -43,7 +43,6 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # the local Ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-import psutil
 import ray
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
@@ -82,6 +81,29 @@ PROBE_SEED = 2_000_000
 
 
 # Memory ---------------------------------------------------------------------------------------------------
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def _self_and_descendants() -> list[int]:
+    """This process and every process below it (from /proc: pid -> parent pid)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):  # a process that just ended
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    family, frontier = [os.getpid()], [os.getpid()]
+    while frontier:
+        frontier = [pid for pid, parent in parents.items() if parent in frontier]
+        family += frontier
+    return family
+
+
+def _rss_bytes(pid: int) -> int:
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_BYTES
+    return 0
+
+
 class PeakRss:
     """Samples the RSS of this process plus all its descendants (the local Ray's GCS, raylet and workers)."""
 
@@ -91,13 +113,8 @@ class PeakRss:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        me = psutil.Process()
         while not self._stop.is_set():
-            total = 0
-            for proc in [me, *me.children(recursive=True)]:
-                with contextlib.suppress(psutil.Error):  # a process that just ended
-                    total += proc.memory_info().rss
-            self.peak_total = max(self.peak_total, total)
+            self.peak_total = max(self.peak_total, sum(_rss_bytes(pid) for pid in _self_and_descendants()))
             self._stop.wait(SAMPLE_S)
 
     def __enter__(self) -> PeakRss:
@@ -331,7 +348,7 @@ def population_run(members: int, member_steps: int, interval: int, storage: Path
     curve = [
         {
             "interval": record["interval"],
-            "env_steps": record["env_steps_per_member"] * members,  # synchronous PBT: every member ran as far
+            "env_steps": record["env_steps_total"],
             "best_success": max(record["success"].values()),
             "mean_success": float(np.mean(list(record["success"].values()))),
             "diversity_js": record["diversity_js"],

@@ -33,15 +33,17 @@ class MemberBuilder:
     def __init__(self, env_id: str, env_kwargs: dict[str, Any], hyperparameters: dict[str, Any]) -> None:
         self.env_id, self.env_kwargs, self.hyperparameters = env_id, env_kwargs, hyperparameters
 
-    def __call__(self, mutated: dict[str, Any], seed: int) -> Any:
+    def __call__(self, mutated: dict[str, Any], seed: int, env: Any = None) -> Any:
+        """A new GRPO for ``mutated`` on ``env`` when it has the envs the group size needs, else on new envs."""
         from stable_baselines3.common.env_util import make_vec_env
 
         from robot_grpo.grpo import DEFAULT_N_GROUPS, GRPO
 
         hyper = {**self.hyperparameters, **mutated}
         n_envs = int(hyper["group_size"]) * int(hyper.get("n_groups", DEFAULT_N_GROUPS))
-        vec_env = make_vec_env(functools.partial(make_env, self.env_id, self.env_kwargs), n_envs=n_envs, seed=seed)
-        return GRPO("MultiInputPolicy", vec_env, seed=seed, **hyper)
+        if env is None or env.num_envs != n_envs:
+            env = make_vec_env(functools.partial(make_env, self.env_id, self.env_kwargs), n_envs=n_envs, seed=seed)
+        return GRPO("MultiInputPolicy", env, seed=seed, **hyper)  # seeds the envs too
 
 
 class SuccessEvaluator:

@@ -22,6 +22,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 from robot_grpo.buffers import GroupRolloutBuffer
 from robot_grpo.grpo import GRPO
 from robot_grpo.policies import GoalGaussianPolicy
+from robot_grpo.scale.group_runner import GroupRollout
 from robot_grpo.scale.pool import NoRolloutWorkersError, RolloutWorkerPool
 from robot_grpo.scale.worker import PolicySpec, policy_weights
 
@@ -120,7 +121,7 @@ class DistributedGRPO(GRPO):
         callback.on_rollout_end()
         return True
 
-    def _collect_groups(self) -> list[Any]:
+    def _collect_groups(self) -> list[GroupRollout]:
         assert self.n_steps is not None
         try:
             return self.workers.collect(

@@ -30,6 +30,7 @@ import numpy as np
 import torch as th
 from ray import tune
 from ray.tune.schedulers import PopulationBasedTraining
+from stable_baselines3.common.vec_env import VecEnv
 
 from robot_grpo.grpo import GRPO
 from robot_grpo.scale.diversity import mean_pairwise_js
@@ -43,7 +44,8 @@ TIME_ATTR = "timesteps_total"  # perturbation intervals are counted in env steps
 MODEL_FILE = "model.zip"
 MEMBER_FILE = "member.json"
 
-ModelBuilder = Callable[[dict[str, Any], int], GRPO]  # (mutated hyperparameters, seed) -> a new GRPO on its envs
+# (mutated hyperparameters, seed, envs to reuse if they fit or None) -> a new GRPO on its envs
+ModelBuilder = Callable[[dict[str, Any], int, VecEnv | None], GRPO]
 Evaluator = Callable[[GRPO], float]  # a model -> its deterministic success rate
 
 logger = logging.getLogger(__name__)
@@ -167,10 +169,13 @@ class GRPOMember(tune.Trainable):
         self._start(config)
 
     def _start(self, config: dict[str, Any]) -> None:
+        """A fresh model for ``config`` (on the current envs when they fit: building Fetch envs is the slow part)."""
         self.hyperparameters = {k: config[k] for k in MUTATED}
         self._exploited: dict[str, Any] | None = None
-        self._close_env()
-        self.model = self._build(dict(self.hyperparameters), member_seed(self._base_seed, self.trial_id, 0))
+        old_env = None if self.model is None else self.model.env
+        self.model = self._build(dict(self.hyperparameters), member_seed(self._base_seed, self.trial_id, 0), old_env)
+        if old_env is not None and self.model.env is not old_env:
+            old_env.close()
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         self._start(new_config)  # an actor reused for a (resumed or exploiting) member: its config, then restore
@@ -235,9 +240,14 @@ class PopulationLog(tune.Callback):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text("")
         self._results: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
+        self._env_steps = 0  # env steps the population has run so far (all members, all intervals)
         self.exploits: list[dict[str, Any]] = []
         self.intervals: list[dict[str, Any]] = []
         self._start = time.monotonic()
+
+    @property
+    def env_steps(self) -> int:
+        return self._env_steps
 
     def _write(self, record: dict[str, Any]) -> None:
         with self.path.open("a") as out:
@@ -245,6 +255,7 @@ class PopulationLog(tune.Callback):
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         interval = int(result["training_iteration"])
+        self._env_steps += int(result["timesteps_this_iter"])
         exploited = result.get("exploited") or {}
         if exploited:
             record = {"event": "exploit", "interval": interval - 1, "member": trial.trial_id, **exploited}
@@ -270,7 +281,7 @@ class PopulationLog(tune.Callback):
         record = {
             "event": "interval",
             "interval": interval,
-            "env_steps_per_member": max(int(results[i]["member_env_steps"]) for i in ids),
+            "env_steps_total": self._env_steps,  # synchronous PBT: no member is past this interval yet
             "diversity_js": diversity,
             "elapsed_s": time.monotonic() - self._start,  # since the population started
             "success": {i: results[i][METRIC] for i in ids},
@@ -373,7 +384,7 @@ def train_population(
         {
             "member": r.metrics["trial_id"],
             "success": r.metrics[METRIC],
-            "env_steps": r.metrics["member_env_steps"],
+            "env_steps": r.metrics["member_env_steps"],  # its model's count (a copied member inherits the donor's)
             "hyperparameters": r.metrics["hyperparameters"],
         }
         for r in results
@@ -386,5 +397,5 @@ def train_population(
         members=members,
         exploits=log.exploits,
         intervals=log.intervals,
-        total_env_steps=int(sum(m["env_steps"] for m in members)),
+        total_env_steps=log.env_steps,
     )

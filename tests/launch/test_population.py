@@ -52,7 +52,10 @@ def test_population_exploits_and_logs_it(population_run: Path):
     for record in intervals:
         assert len(record["success"]) == MEMBERS
         assert 0.0 < record["diversity_js"] < 0.6932  # distinct policies, below ln 2
+    totals = [r["env_steps_total"] for r in intervals]
+    assert totals == sorted(totals) and totals[0] >= MEMBERS * INTERVAL  # every member ran a whole interval
     summary = json.loads((population_run / "population_summary.json").read_text())
+    assert summary["total_env_steps"] == totals[-1]
     assert summary["exploits"] == len(exploits) and summary["replaced_per_round"] == 1  # ceil(0.15 * 4)
     assert summary["total_env_steps"] >= MEMBERS * INTERVALS * INTERVAL
 
