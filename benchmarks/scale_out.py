@@ -339,7 +339,7 @@ def population_run(members: int, member_steps: int, interval: int, storage: Path
     start = time.perf_counter()
     result = train_population(
         config,
-        MemberBuilder(ENV_ID, HARD_ENV_KWARGS, {}),
+        MemberBuilder(ENV_ID, HARD_ENV_KWARGS, {}, DEFAULT_GROUP_SIZE * DEFAULT_N_GROUPS),
         SuccessEvaluator(ENV_ID, HARD_ENV_KWARGS, EVAL_EPISODES),
         probes,
         storage / "population_log.jsonl",

@@ -25,24 +25,36 @@ PROBE_SEED = 2_000_000  # probe states of the diversity figure: seeds disjoint f
 class MemberBuilder:
     """Builds a member's GRPO on its own envs (picklable: Tune ships it to every member).
 
+    Every member runs ``envs_per_update`` envs (``n_groups = envs_per_update / group_size``): the same env steps
+    per update whatever its group size, so members are ranked at equal env steps and keep their envs when PBT
+    changes their group size.
+
     :param env_id: registered env id.
     :param env_kwargs: env constructor arguments.
-    :param hyperparameters: the fixed GRPO arguments of every member.
+    :param hyperparameters: the fixed GRPO arguments of every member (not n_groups).
+    :param envs_per_update: envs of every member (a multiple of every group size it may get).
     """
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any], hyperparameters: dict[str, Any]) -> None:
+    def __init__(
+        self, env_id: str, env_kwargs: dict[str, Any], hyperparameters: dict[str, Any], envs_per_update: int
+    ) -> None:
         self.env_id, self.env_kwargs, self.hyperparameters = env_id, env_kwargs, hyperparameters
+        self.envs_per_update = envs_per_update
 
     def __call__(self, mutated: dict[str, Any], seed: int, env: Any = None) -> Any:
         """A new GRPO for ``mutated`` on ``env`` when it has the envs the group size needs, else on new envs."""
         from stable_baselines3.common.env_util import make_vec_env
 
-        from robot_grpo.grpo import DEFAULT_N_GROUPS, GRPO
+        from robot_grpo.grpo import GRPO
 
-        hyper = {**self.hyperparameters, **mutated}
-        n_envs = int(hyper["group_size"]) * int(hyper.get("n_groups", DEFAULT_N_GROUPS))
-        if env is None or env.num_envs != n_envs:
-            env = make_vec_env(functools.partial(make_env, self.env_id, self.env_kwargs), n_envs=n_envs, seed=seed)
+        group_size = int(mutated["group_size"])
+        if self.envs_per_update % group_size:
+            raise ValueError(f"group_size {group_size} does not divide envs_per_update = {self.envs_per_update}")
+        hyper = {**self.hyperparameters, **mutated, "n_groups": self.envs_per_update // group_size}
+        if env is None or env.num_envs != self.envs_per_update:
+            env = make_vec_env(
+                functools.partial(make_env, self.env_id, self.env_kwargs), n_envs=self.envs_per_update, seed=seed
+            )
         return GRPO("MultiInputPolicy", env, seed=seed, **hyper)  # seeds the envs too
 
 
@@ -103,7 +115,7 @@ def population(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     with ray_connection(config["scale"]["address"]):
         result = train_population(
             pbt,
-            MemberBuilder(env_id, env_kwargs, hyper),
+            MemberBuilder(env_id, env_kwargs, hyper, config["envs_per_update"]),
             SuccessEvaluator(env_id, env_kwargs, config["eval_episodes"]),
             probes,
             run_dir / "population_log.jsonl",
@@ -115,6 +127,7 @@ def population(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "env_kwargs": env_kwargs,
         "members": config["members"],
         "replaced_per_round": pbt.replaced_per_round,
+        "envs_per_update": config["envs_per_update"],
         "total_env_steps": result.total_env_steps,
         "wall_s": wall_s,
         "best_member": result.best_member,

@@ -104,6 +104,9 @@ SCHEMAS: dict[str, Section] = {
                 "float", 0.15, low=0.01, high=0.5, doc="share replaced per round, rounded up (0.15: 2 of 10)"
             ),
             "resample_probability": Field("float", 0.25, low=0.0, high=1.0, doc="explore draws afresh"),
+            "envs_per_update": Field(
+                "int", 48, low=2, high=4096, doc="group_size x n_groups of every member (n_groups follows)"
+            ),
             "mutations": MUTATIONS,
             "hyperparameters": Field("mapping", {}, doc="fixed GRPO arguments of every member"),
             "eval_episodes": Field("int", 30, low=1, doc="deterministic episodes per member and interval (score)"),
@@ -244,6 +247,16 @@ def _check_consistency(job: str, resolved: dict[str, Any]) -> None:
             low, high = resolved["mutations"][key]
             if low > high:
                 raise LaunchError(f"'mutations.{key}' = {[low, high]} must be [low, high] with low <= high")
+        envs = resolved["envs_per_update"]
+        uneven = [g for g in resolved["mutations"]["group_size"] if envs % g]
+        if uneven:
+            raise LaunchError(
+                f"'mutations.group_size' {uneven} do not divide envs_per_update = {envs}: every member runs "
+                "envs_per_update envs per update (n_groups = envs_per_update / group_size), so members are compared "
+                "at equal env steps; use divisors of it"
+            )
+        if "n_groups" in resolved["hyperparameters"]:
+            raise LaunchError("'hyperparameters.n_groups' is set per member as envs_per_update / group_size; remove it")
 
 
 def read_launch_yaml(path: str | Path) -> Any:

@@ -33,7 +33,7 @@ def ray_connection(address: str | None) -> Iterator[None]:
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
         else:
             ray.init(address=address, log_to_driver=False)
-    except ConnectionError as err:
+    except (ConnectionError, TimeoutError) as err:
         raise LaunchError(
             f"'scale.address' = {address!r}: cannot connect to Ray ({err}). Start the head with "
             "`ray start --head --port=6379` and pass <head-ip>:6379, or leave scale.address null for a local Ray"

@@ -44,7 +44,9 @@ TIME_ATTR = "timesteps_total"  # perturbation intervals are counted in env steps
 MODEL_FILE = "model.zip"
 MEMBER_FILE = "member.json"
 
-# (mutated hyperparameters, seed, envs to reuse if they fit or None) -> a new GRPO on its envs
+# (mutated hyperparameters, seed, envs to reuse if they fit or None) -> a new GRPO on its envs. Give every member
+# the same env steps per update (e.g. n_groups = envs / group_size): PBT ranks members after equal env steps, and
+# the per-interval log groups the members' results by Tune iteration.
 ModelBuilder = Callable[[dict[str, Any], int, VecEnv | None], GRPO]
 Evaluator = Callable[[GRPO], float]  # a model -> its deterministic success rate
 
@@ -211,8 +213,9 @@ class GRPOMember(tune.Trainable):
         assert self.model is not None and isinstance(checkpoint_dir, str)
         folder = Path(checkpoint_dir)
         info = json.loads((folder / MEMBER_FILE).read_text())
-        env = self.model.env  # sized for this member's group size, which may differ from the donor's
-        self.model = GRPO.load(folder / MODEL_FILE, env=env, device="cpu", custom_objects=dict(self.hyperparameters))
+        # this member's envs and group layout (built for its config by reset_config), the checkpoint's weights
+        layout = {key: getattr(self.model, key) for key in (*MUTATED, "n_groups")}
+        self.model = GRPO.load(folder / MODEL_FILE, env=self.model.env, device="cpu", custom_objects=layout)
         self.model.set_random_seed(member_seed(self._base_seed, self.trial_id, self.iteration))
         if info["member"] != self.trial_id:
             self._exploited = {

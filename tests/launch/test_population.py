@@ -12,7 +12,8 @@ import pytest
 from launch.jobs import validate_launch
 from launch.schema import LaunchError
 
-MEMBERS, INTERVAL, INTERVALS = 4, 800, 3
+MEMBERS, ENVS, INTERVALS = 4, 24, 3
+INTERVAL = ENVS * 50  # one update of 24 PointReach envs x 50 steps
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +28,10 @@ def population_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> Path:
             "env": {"id": "PointReach-v0", "delay": 1},
             "members": MEMBERS,
             "total_timesteps": INTERVALS * INTERVAL,
-            "interval_timesteps": INTERVAL,  # one update of 4-8 members x 2 groups x 50 steps per interval
+            "interval_timesteps": INTERVAL,
+            "envs_per_update": ENVS,  # group sizes 4, 6, 8 -> 6, 4, 3 groups
             "mutations": {"group_size": [4, 6, 8]},
-            "hyperparameters": {"n_groups": 2, "batch_size": 256, "n_epochs": 2, "policy_kwargs": {"net_arch": [16]}},
+            "hyperparameters": {"batch_size": 256, "n_epochs": 2, "policy_kwargs": {"net_arch": [16]}},
             "eval_episodes": 8,
             "diversity_states": 16,
             "output": str(out),
@@ -53,11 +55,11 @@ def test_population_exploits_and_logs_it(population_run: Path):
         assert len(record["success"]) == MEMBERS
         assert 0.0 < record["diversity_js"] < 0.6932  # distinct policies, below ln 2
     totals = [r["env_steps_total"] for r in intervals]
-    assert totals == sorted(totals) and totals[0] >= MEMBERS * INTERVAL  # every member ran a whole interval
+    assert totals == [MEMBERS * INTERVAL * (k + 1) for k in range(INTERVALS)]  # equal steps whatever the group size
     summary = json.loads((population_run / "population_summary.json").read_text())
     assert summary["total_env_steps"] == totals[-1]
     assert summary["exploits"] == len(exploits) and summary["replaced_per_round"] == 1  # ceil(0.15 * 4)
-    assert summary["total_env_steps"] >= MEMBERS * INTERVALS * INTERVAL
+    assert summary["total_env_steps"] == MEMBERS * INTERVALS * INTERVAL
 
 
 def test_the_best_member_exports_to_a_valid_policy_package(population_run: Path, tmp_path: Path):
@@ -85,3 +87,7 @@ def test_population_configs_are_checked():
         validate_launch({"job": "population", "members": 1})
     with pytest.raises(LaunchError, match=r"'mutations.clip_range' = \[0.3, 0.1\] must be \[low, high\]"):
         validate_launch({"job": "population", "mutations": {"clip_range": [0.3, 0.1]}})
+    with pytest.raises(LaunchError, match=r"'mutations.group_size' \[5\] do not divide envs_per_update = 48"):
+        validate_launch({"job": "population", "mutations": {"group_size": [4, 5]}})
+    with pytest.raises(LaunchError, match="'hyperparameters.n_groups' is set per member"):
+        validate_launch({"job": "population", "hyperparameters": {"n_groups": 2}})
