@@ -8,7 +8,8 @@ import pytest
 from ray.tune.schedulers import PopulationBasedTraining
 from ray.tune.schedulers.pbt import _PBTTrialState
 
-from robot_grpo.scale.population import DEFAULT_QUANTILE_FRACTION, Mutations, PopulationConfig, member_seed
+from robot_grpo.scale.pbt_member import member_seed
+from robot_grpo.scale.population import DEFAULT_QUANTILE_FRACTION, Mutations, PopulationConfig
 
 
 class _Trial:
