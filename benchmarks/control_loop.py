@@ -129,19 +129,19 @@ def _runtime_child(conn: Any) -> None:
     """The measured process: waits for its job, then runs the controller with robot-side imports only."""
     job: dict[str, Any] = conn.recv()
 
-    from calibration.schema import load_calibration
+    from dataclasses import replace
+
     from deploy.contract import fetch_reach_contract
+    from deploy.robot_spec import load_robot_spec
     from deploy.runtime.backends import make_backend
     from deploy.runtime.goals import GoalSource
     from deploy.runtime.loop import Controller, LoopConfig
-    from deploy.runtime.safety import SafetyLimits
     from deploy.runtime.ticklog import TickLogWriter
 
     period = job["period_s"]
     contract = fetch_reach_contract(DELAY_STEPS)
-    limits = SafetyLimits.from_calibration(
-        load_calibration(),
-        contract,
+    spec = replace(
+        load_robot_spec(),
         watchdog_hold_s=WATCHDOG_HOLD_PERIODS * period,
         watchdog_stop_s=WATCHDOG_STOP_PERIODS * period,
     )
@@ -155,7 +155,7 @@ def _runtime_child(conn: Any) -> None:
     )
     log = TickLogWriter(job["ticklog"], fsync_interval_s=1.0) if job["ticklog"] else None
     controller = Controller(
-        job["port"], contract, backend, limits, GoalSource(job["goals"], job["seeds"]), config, ticklog=log
+        job["port"], contract, backend, spec, GoalSource(job["goals"], job["seeds"]), config, ticklog=log
     )
     try:
         report = controller.run()

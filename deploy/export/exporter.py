@@ -316,6 +316,25 @@ def _try_engine(work: Path, config: ExportConfig) -> dict[str, Any]:
     return {**facts, "detail": f"built and checked here; engines are device-specific, rebuild on the target: {command}"}
 
 
+def _trained_for(env: Any) -> dict[str, Any] | None:
+    """What the policy was trained for: the robot spec the sim env was built from, with the delay range and noise
+    the env actually used (an explicit override in the launch file wins over the spec, and is what counts)."""
+    sim = env.unwrapped
+    spec = getattr(sim, "robot_spec", None)
+    if spec is None:
+        return None
+    low, high = sim.delay_range
+    return {
+        "robot_id": spec.robot_id,
+        "spec_date": spec.date,
+        "control_period_s": spec.control_period_s,
+        "command_scale_m": spec.command_scale_m,
+        "action_delay_steps": {"low": int(low), "high": int(high)},
+        "observation_noise_std_m": [float(v) for v in sim.obs_noise_std_m],
+        "action_gain": float(sim.action_gain),
+    }
+
+
 def _manifest(
     contract: Any,
     env: Any,
@@ -347,6 +366,7 @@ def _manifest(
             "meaning": "the last history_len commands sent; with delay k the last k rows are still pending",
         },
         "action_delay_steps": {"low": int(low), "high": int(high)},
+        "trained_for": _trained_for(env),
         "action_delay_s": {"low": low * contract.control_period_s, "high": high * contract.control_period_s},
         "control_period_s": contract.control_period_s,
         "io": {
