@@ -84,6 +84,7 @@ class SimFaults:
     :param stamp_frames: messages still to be stamped with the offset.
     :param seq_jump: added once to the sequence counter at the next message (the numbering continues from there).
     :param pending_length: report this many pending sequence numbers instead of the real line (malformed).
+    :param drop_estops: ignore the next N e-stop messages from the runtime (lost on the way).
     """
 
     link_cut: bool = False
@@ -97,13 +98,14 @@ class SimFaults:
     stamp_frames: int = 0
     seq_jump: int = 0
     pending_length: int | None = None
+    drop_estops: int = 0
 
     def clear(self) -> None:
         self.link_cut = self.nan_state = self.freeze_seq = False
         self.corrupt_prob = 0.0
         self.reply_delay_periods = 0
         self.state_glitch = None
-        self.glitch_frames = self.stamp_frames = self.seq_jump = 0
+        self.glitch_frames = self.stamp_frames = self.seq_jump = self.drop_estops = 0
         self.stamp_offset_s = 0.0
         self.pending_length = None
 
@@ -296,6 +298,9 @@ class SimRobot:
         elif isinstance(msg, HomeMsg):
             return self._on_home(msg)
         elif isinstance(msg, EStopMsg):
+            if self.faults.drop_estops > 0:
+                self.faults.drop_estops -= 1
+                return False
             if self._estop is None:
                 self._enter_estop("runtime")
             self._send_state()

@@ -43,6 +43,8 @@ class CommandLine:
         self._hold = contract.hold()
         self._in_flight = np.zeros((0, contract.action_dim))
         self._sent: OrderedDict[int, np.ndarray] = OrderedDict()  # seq -> command sent (float64)
+        self._sent_t: dict[int, float] = {}  # seq -> when it was sent (seconds, the loop's clock)
+        self._timed_seq: int | None = None  # the newest command whose round trip was measured
         self._capacity = max(MIN_SENT_CAPACITY, 4 * contract.history_len)
         self.acked_seq = 0  # newest command the robot reported in its delay line
 
@@ -51,16 +53,30 @@ class CommandLine:
         self.history.clear()
         self._in_flight = self._in_flight[:0]
 
+    def round_trip_s(self, pending: tuple[int, ...], t_in: float) -> float | None:
+        """Seconds from sending the newest command in ``pending`` to receiving the state that first reports it
+        (None when there is no new one): the link's round trip, including the robot's wait for its next step."""
+        newest = next((seq for seq in reversed(pending) if seq != HOLD_SEQ), None)
+        if newest is None or newest not in self._sent_t:
+            return None
+        if self._timed_seq is not None and not seq_newer(newest, self._timed_seq):
+            return None
+        self._timed_seq = newest
+        return t_in - self._sent_t[newest]
+
     @property
     def last_sent_seq(self) -> int | None:
         """Sequence number of the newest command sent (None before the first)."""
         return next(reversed(self._sent), None)
 
-    def sent(self, seq: int, command: np.ndarray, robot_reports_line: bool) -> None:
-        """Remember a command just sent (float64); without a reported line it enters the history at once."""
+    def sent(self, seq: int, command: np.ndarray, robot_reports_line: bool, t_sent: float = 0.0) -> None:
+        """Remember a command just sent (float64) and when (seconds); without a reported line it enters the history
+        at once."""
         self._sent[seq] = command
+        self._sent_t[seq] = t_sent
         if len(self._sent) > self._capacity:
-            self._sent.popitem(last=False)
+            old, _ = self._sent.popitem(last=False)
+            self._sent_t.pop(old, None)
         if not robot_reports_line:
             self.history.push(command)
             self.acked_seq = seq

@@ -326,8 +326,9 @@ class Controller(StateHandling):
         """Send one command and remember it (for the history and the barrier); returns the send time."""
         command = np.array(action, dtype=np.float64)
         seq = self._next_seq()
-        self.line.sent(seq, command, self._anchor is not None and bool(self._anchor.pending))
-        self._send(CommandMsg(seq, self._clock(), command))
+        t_sent = self._clock()
+        self.line.sent(seq, command, self._anchor is not None and bool(self._anchor.pending), t_sent)
+        self._send(CommandMsg(seq, t_sent, command))
         t_out = self._clock()
         self._previous = command
         self._commanded = True

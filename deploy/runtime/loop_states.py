@@ -100,6 +100,9 @@ class StateHandling:
         if verdict.accepted or verdict.restart:
             self._anchor = msg
             self._anchor_sent_seq = self.line.last_sent_seq
+            round_trip = self.line.round_trip_s(msg.pending, t_in)
+            if round_trip is not None:
+                self._round_trips.append(round_trip)
             self._bounds = (verdict.low, verdict.high)  # type: ignore[assignment]
             self._last_valid_t = self.checker.robot_time_local(msg.t_s)
             self.stats.on_robot_state(msg.seq, msg.t_s, restarted=bool(msg.flags & StateFlags.HOMED))
@@ -288,7 +291,7 @@ class StateHandling:
 
     def home_retry_ticks(self: Controller) -> int:
         """Ticks to wait for a HOME's answer before resending it: the configured ticks, or
-        ``HOME_RETRY_ROUND_TRIPS`` of the slowest recent round trip, whichever is longer."""
+        ``HOME_RETRY_ROUND_TRIPS`` of the slowest recent round trip (commands and HOMEs), whichever is longer."""
         slowest = max(self._round_trips, default=0.0)
         return max(self.config.home_retry_ticks, math.ceil(HOME_RETRY_ROUND_TRIPS * slowest / self.period_s))
 

@@ -15,9 +15,13 @@ used to plan (the loop holds and counts it). The checks, against the last accept
   (``seq_gap``: a robot numbers up to ``MSGS_PER_STEP`` messages per control step and per message it answers); an
   older sequence number (``seq_backwards``) is a replay or a reboot;
 - position: inside the reachable envelope (the workspace grown by ``envelope_margin_m``, ``outside_envelope``);
-  no faster than ``plausible_speed_m_s`` over the elapsed time (``too_fast``); and per axis no further than the
-  applied commands can move the arm at the spec's gain bound, plus the motion still carried from the previous step
-  and a margin (``unexplained_motion``). Margins include ``NOISE_SIGMAS`` standard deviations of the spec's noise.
+  no faster than ``plausible_speed_m_s`` over the elapsed time (``too_fast``); no further (Euclidean) than the
+  applied commands can move the arm at the spec's gain bound, plus a share of the motion carried from the previous
+  step and a margin (``unexplained_motion``: a glitch); and, summed over the last ``GAIN_WINDOW`` states, no
+  further than the gain bound allows (``exceeds_gain``: the robot is faster than its spec says; recalibrate).
+  Distances, not axes: a command on one axis moves the arm a little on the others (the arm's kinematics), so only
+  the length of the motion is bounded by the length of the commands. Margins include ``NOISE_SIGMAS`` standard
+  deviations of the spec's noise.
 
 Recovery: rejected states form a candidate chain. When ``resync_states`` of them in a row are consistent with each
 other but the break with the anchor is in time or sequence (the robot restarted: its clock and counter began
@@ -37,6 +41,7 @@ further from a face than the commands allow.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -55,6 +60,7 @@ SEQ_BACKWARDS = "seq_backwards"
 OUTSIDE_ENVELOPE = "outside_envelope"
 TOO_FAST = "too_fast"
 UNEXPLAINED_MOTION = "unexplained_motion"
+EXCEEDS_GAIN = "exceeds_gain"
 IMPLAUSIBLE_KINDS = (
     TIME_BACKWARDS,
     TIME_AHEAD,
@@ -63,12 +69,15 @@ IMPLAUSIBLE_KINDS = (
     OUTSIDE_ENVELOPE,
     TOO_FAST,
     UNEXPLAINED_MOTION,
+    EXCEEDS_GAIN,
 )
 RESTART_KINDS = frozenset({TIME_BACKWARDS, TIME_AHEAD, SEQ_GAP, SEQ_BACKWARDS})  # breaks a robot restart explains
 
 NOISE_SIGMAS = 4.0  # noise allowance of every position check, in standard deviations of the spec's noise
 BOUND_NOISE_SIGMAS = 3.0  # the barrier's position bounds are widened by this many standard deviations
 MOTION_MARGIN_M = 0.01  # metres of motion no command explains that are still normal (sag, contact, coupling)
+CARRY_FRACTION = 0.5  # share of the previous step's motion the arm may carry into the next (momentum)
+GAIN_WINDOW = 6  # states over which the summed motion must fit the gain bound (a margin per step would hide it)
 SPEED_MARGIN_M = 0.001  # metres added to the speed bound (rounding of short intervals)
 OFFSET_DRIFT_S_PER_S = 1e-3  # the clock offset may grow this fast: robot clocks slower than ours by <= 1000 ppm
 DEFAULT_CLOCK_TOLERANCE_S = 0.05
@@ -107,6 +116,7 @@ class _Seen:
     pending: tuple[int, ...]
     motion: np.ndarray  # position change from the state before it (metres)
     prompts: int  # messages the loop had sent when it checked this state
+    reach: float = 0.0  # metres the applied commands allowed (Euclidean, at the gain bound), without carry
 
 
 class StateChecker:
@@ -142,14 +152,16 @@ class StateChecker:
         self.seq_gap_slack = seq_gap_slack
         noise = np.asarray(spec.observation_noise_std_m, dtype=np.float64)
         self._noise_check_m = NOISE_SIGMAS * math.sqrt(2.0) * noise  # two noisy positions in each difference
+        self._noise_length_m = float(np.linalg.norm(self._noise_check_m))
         self._noise_bound_m = BOUND_NOISE_SIGMAS * noise
-        self._motion_margin_m = MOTION_MARGIN_M + self._noise_check_m
+        self._motion_margin_m = MOTION_MARGIN_M + self._noise_length_m
         self._env_low = np.asarray(spec.workspace_low) - spec.envelope_margin_m - NOISE_SIGMAS * noise
         self._env_high = np.asarray(spec.workspace_high) + spec.envelope_margin_m + NOISE_SIGMAS * noise
         self._step_m_per_unit = spec.command_scale_m * spec.actuator_gain_max
         self.anchor: _Seen | None = None
         self.offset_s = math.inf  # local minus robot time of the fastest accepted transit (seconds)
         self._chain: list[_Seen] = []
+        self._window: deque[_Seen] = deque(maxlen=GAIN_WINDOW - 1)  # accepted states that moved, newest last
         self._chain_kind = ""
         self._home_expected = False
 
@@ -159,6 +171,7 @@ class StateChecker:
         self.anchor = None
         self.offset_s = math.inf
         self._chain.clear()
+        self._window.clear()
         self._home_expected = False
 
     def expect_home(self) -> None:
@@ -196,6 +209,7 @@ class StateChecker:
             return self._reject(seen, kind)
         if homed and self._home_expected:  # the robot went home: a jump to the home pose is expected
             self._home_expected = False
+            self._window.clear()
             return self._accept(seen, None)._replace(clock_corrected=corrected)
         elapsed_s = self._elapsed_s(seen, anchor)
         motion = position - anchor.position
@@ -203,11 +217,15 @@ class StateChecker:
             SPEED_MARGIN_M
         ):
             return self._reject(seen, TOO_FAST)
-        reach_up, reach_down = self._reach_m(applied, anchor)
-        if np.any(motion > reach_up + self._motion_margin_m) or np.any(-motion > reach_down + self._motion_margin_m):
+        seen.reach = self._reach_m(applied)
+        reach = seen.reach + CARRY_FRACTION * float(np.linalg.norm(anchor.motion))
+        if float(np.linalg.norm(motion)) > reach + self._motion_margin_m:
             return self._reject(seen, UNEXPLAINED_MOTION)
         seen.motion = motion
-        bound = (anchor.position - reach_down, anchor.position + reach_up)
+        if self._exceeds_gain(seen):
+            return self._reject(seen, EXCEEDS_GAIN)
+        self._window.append(seen)
+        bound = (anchor.position - reach, anchor.position + reach)
         return self._accept(seen, bound)._replace(clock_corrected=corrected)
 
     # Pieces ---------------------------------------------------------------------------------------------------
@@ -238,13 +256,20 @@ class StateChecker:
         messages = (seen.seq - anchor.seq) % SEQ_MODULUS
         return max(seen.t_robot - anchor.t_robot, messages * self.spec.control_period_s)
 
-    def _reach_m(self, applied: np.ndarray, anchor: _Seen) -> tuple[np.ndarray, np.ndarray]:
-        """Per axis, the furthest the arm can have moved up and down (metres): the applied commands at the gain
-        bound plus the motion carried from the anchor's own step."""
+    def _reach_m(self, applied: np.ndarray) -> float:
+        """The furthest (metres, Euclidean) the applied commands can move the arm at the gain bound."""
         cart = np.asarray(applied, dtype=np.float64)[:, : self._dims]
-        up = np.maximum(cart, 0.0).sum(axis=0) * self._step_m_per_unit + np.maximum(anchor.motion, 0.0)
-        down = np.maximum(-cart, 0.0).sum(axis=0) * self._step_m_per_unit + np.maximum(-anchor.motion, 0.0)
-        return up, down
+        return float(np.linalg.norm(cart, axis=1).sum()) * self._step_m_per_unit
+
+    def _exceeds_gain(self, seen: _Seen) -> bool:
+        """Over the window ending with ``seen``: the length of the summed motion beyond the summed reach of the
+        commands at the gain bound, plus the first step's carry and one margin (a robot faster than its spec)."""
+        window = [*self._window, seen]
+        if len(window) < GAIN_WINDOW:
+            return False
+        moved = float(np.linalg.norm(np.sum([s.motion for s in window], axis=0)))
+        reach = sum(s.reach for s in window) + CARRY_FRACTION * float(np.linalg.norm(window[0].motion))
+        return moved > reach + self._motion_margin_m
 
     def _accept(self, seen: _Seen, bound: tuple[np.ndarray, np.ndarray] | None) -> Verdict:
         transit = seen.t_recv - seen.t_robot
