@@ -26,8 +26,9 @@ from launch.jobs import JOBS, read_launch_yaml, validate_launch
 from launch.schema import LaunchError
 
 EXIT_USAGE = 2  # an expected error: bad input, named in one line
-# Library loggers whose INFO chatter buries the jobs' own progress lines (the jobs log through ``launch``/``deploy``).
-QUIET_LOGGERS = ("torch", "torch.onnx", "onnxscript", "onnx_ir", "matplotlib", "PIL", "ray", "stable_baselines3")
+# Library loggers whose chatter buries the jobs' own progress lines (the jobs log through ``launch``/``deploy``):
+# INFO and WARNING notices about optional pieces we do not use (torchvision ops, symbolic shape inference).
+QUIET_LOGGERS = ("torch", "onnxscript", "onnx_ir", "onnxruntime", "matplotlib", "PIL", "ray", "stable_baselines3")
 
 
 def expected_errors() -> tuple[type[BaseException], ...]:
@@ -60,7 +61,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
 def quiet_libraries() -> None:
     """Keep third-party warnings and INFO logs out of the jobs' output (they are still raised as errors)."""
     for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
+        logging.getLogger(name).setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|onnxscript|gymnasium|stable_baselines3)")

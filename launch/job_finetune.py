@@ -26,6 +26,12 @@ def robot_env_kwargs(robot: dict[str, Any], spec: Any, history_len: int) -> dict
     }
 
 
+def widened_delay_range(trained: tuple[int, int], robot: tuple[int, int]) -> tuple[int, int]:
+    """The delays a fine-tuned candidate counts as trained for: the running package's and the robot's now (it was
+    tuned on the robot's logs and gated on both conditions), as one inclusive range in control steps."""
+    return min(trained[0], robot[0]), max(trained[1], robot[1])
+
+
 def seed_store(store: Any, package: str | Path, checkpoint: str | Path, name: str = "base") -> None:
     """Install and promote the running package into an empty store (a store that has one is left alone)."""
     if store.current_name() is not None:
@@ -90,6 +96,7 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
                 seed=config["seed"],
             ),
             gate_config=GateConfig(n_episodes=config["gate_episodes"]),
+            trained_delay_range=widened_delay_range(running.action_delay_steps, spec.delay_range),
         )
     finally:
         for env in gate_envs.values():

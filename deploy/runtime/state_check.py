@@ -81,7 +81,7 @@ GAIN_WINDOW = 6  # states over which the summed motion must fit the gain bound (
 SPEED_MARGIN_M = 0.001  # metres added to the speed bound (rounding of short intervals)
 OFFSET_DRIFT_S_PER_S = 1e-3  # the clock offset may grow this fast: robot clocks slower than ours by <= 1000 ppm
 DEFAULT_CLOCK_TOLERANCE_S = 0.05
-DEFAULT_SEQ_GAP_SLACK = 8
+DEFAULT_SEQ_GAP_SLACK = 32  # messages still in flight when the anchor was taken, answered after it
 DEFAULT_RESYNC_STATES = 3
 MSGS_PER_STEP = 2  # messages a robot may number per control step or per message it answers (a state + an error)
 
