@@ -82,3 +82,35 @@ def test_run_refuses_then_runs_with_the_explicit_override(tmp_path: Path, capsys
     assert report["episodes"] == 2
     assert any("action delay of 6" in text for text in report["compatibility_overridden"])
     assert report["robot_spec"]["robot_id"] == "arm_k6"
+
+
+def test_run_follows_a_package_store(tmp_path: Path):
+    """``follow_store``: the run's policy is a PolicySlot that a store follower swaps (wiring smoke test; the swap
+    itself is tested in tests/deploy/runtime/test_hotswap.py)."""
+    from deploy.finetune.promote import PackageStore
+
+    store = PackageStore(tmp_path / "store")
+    store.install(PACKAGE, "shipped")
+    store.promote("shipped", {"passed": True, "reasons": ["initial"]})
+    args = [
+        "run",
+        "--name",
+        "follow",
+        "--set",
+        f"package={store.resolve_current()}",
+        "--set",
+        f"follow_store={store.root}",
+        "--set",
+        "robot.lockstep=true",
+        "--set",
+        "period_s=0.005",
+        "--set",
+        "episodes=2",
+        "--set",
+        "episode_steps=10",
+        "--set",
+        f"output={tmp_path}",
+    ]
+    assert main(args) == 0
+    report = json.loads((tmp_path / "follow" / "run_report.json").read_text())
+    assert report["episodes"] == 2 and report["swaps"] == []
