@@ -19,10 +19,10 @@ from gymnasium_robotics.envs.fetch.reach import MujocoFetchReachEnv
 
 from deploy.contract import fetch_reach_contract
 from deploy.robot_spec import RobotSpec, as_robot_spec
+from deploy.runtime.compatibility import convention_mismatches
 from envs.delayed_goal_env import DelayedGoalEnv, check_delay_range
 
 _FULL_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
-PERIOD_TOLERANCE_S = 1e-9
 MAX_GOAL_RANGE_M = 0.3  # goals further than this from the start leave the arm's reach (FetchReach uses 0.15)
 GRIP_SITE = "robot0:grip"
 ROBOT_JOINT_PREFIX = "robot"
@@ -85,11 +85,9 @@ class DelayedFetchReachEnv(DelayedGoalEnv):
             reward_type,
             action_gain,
         )
-        if abs(robot_spec.control_period_s - self.contract.control_period_s) > PERIOD_TOLERANCE_S:
-            raise ValueError(
-                f"robot spec {robot_spec.robot_id!r} has a {robot_spec.control_period_s} s control period; the "
-                f"simulated Fetch arm steps every {self.contract.control_period_s} s"
-            )
+        problems = convention_mismatches(robot_spec, self.contract, "the simulated Fetch arm")
+        if problems:
+            raise ValueError("; ".join(problems) + ": the spec does not describe this simulated arm")
         self.robot_spec = robot_spec
         self.goal_range_m = float(goal_range_m)
         self._fetch = MujocoFetchReachEnv(reward_type=reward_type)

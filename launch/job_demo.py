@@ -77,8 +77,9 @@ def _refusal(spec_path: Path, package: str) -> str:
     from deploy.runtime.compatibility import CompatibilityError, check_compatibility
     from deploy.runtime.package import load_package
 
+    loaded = load_package(package)
     try:
-        check_compatibility(load_robot_spec(spec_path), load_package(package).manifest, package)
+        check_compatibility(load_robot_spec(spec_path), loaded.contract, loaded.action_delay_steps, package)
     except CompatibilityError as err:
         return str(err)
     return ""

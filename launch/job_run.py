@@ -100,7 +100,9 @@ def checked_package(config: dict[str, Any], spec: Any) -> tuple[Any, list[str]]:
 
     package = load_package(config["package"])
     override = config["override_compatibility"]
-    problems = check_compatibility(spec, package.manifest, str(package.folder), override=override)
+    problems = check_compatibility(
+        spec, package.contract, package.action_delay_steps, str(package.folder), override=override
+    )
     for problem in problems:
         logger.warning("override_compatibility: running although %s", problem)
     return package, problems

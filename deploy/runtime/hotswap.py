@@ -212,7 +212,7 @@ class StoreFollower:
             return None
         try:
             package = load_package(resolved)
-            check_compatibility(self.spec, package.manifest, str(resolved))
+            check_compatibility(self.spec, package.contract, package.action_delay_steps, str(resolved))
             entry = self.slot.swap(package.make_backend(self.backend, self.variant), label=resolved.name)
         except (ValueError, OSError, RuntimeError) as err:  # PackageError, CompatibilityError, SwapRefusedError...
             logger.error("store %s: package %s not swapped in, the running policy stays: %s", self.link, resolved, err)

@@ -39,6 +39,7 @@ import numpy as np
 
 from deploy.contract import ObservationContract
 from deploy.robot_spec import DEFAULT_WATCHDOG_HOLD_S, DEFAULT_WATCHDOG_STOP_S, RobotSpec
+from deploy.runtime.compatibility import convention_mismatches
 
 # Intervention reasons (also the keys of InterventionCounter and of the tick log).
 STALE_STOP = "stale_stop"
@@ -71,9 +72,6 @@ REASONS: tuple[str, ...] = (
 HOLD_REASONS: frozenset[str] = frozenset(
     {STALE_STOP, STALE_HOLD, NAN_STATE, NAN_ACTION, IMPLAUSIBLE_STATE, ROBOT_RESTART, POLICY_FAULT}
 )
-
-PERIOD_MATCH_TOLERANCE_S = 1e-9
-SCALE_MATCH_TOLERANCE = 1e-9
 
 
 def _floats(values: Any, name: str, size: int | None = None) -> list[float]:
@@ -149,11 +147,6 @@ class SafetyLimits:
         """How many leading action components are a Cartesian displacement (the box's dimensions)."""
         return len(self.workspace_low)
 
-    @property
-    def step_m_per_unit(self) -> float:
-        """Worst-case metres one command unit moves the arm per step: ``action_scale_m x actuator_gain_max``."""
-        return self.action_scale_m * self.actuator_gain_max
-
     @classmethod
     def from_spec(
         cls,
@@ -168,15 +161,11 @@ class SafetyLimits:
         control period and command scale (its delay is in control steps of that period, its gain relative to that
         scale): a mismatch raises ``ValueError`` naming both values.
         """
-        if abs(spec.control_period_s - contract.control_period_s) > PERIOD_MATCH_TOLERANCE_S:
+        problems = convention_mismatches(spec, contract)
+        if problems:
             raise ValueError(
-                f"robot spec {spec.robot_id!r} was measured at {spec.control_period_s} s per control step but the "
-                f"policy runs at {contract.control_period_s} s; recalibrate at the policy's period"
-            )
-        if abs(spec.command_scale_m - contract.action_scale_m) > SCALE_MATCH_TOLERANCE:
-            raise ValueError(
-                f"robot spec {spec.robot_id!r} commands {spec.command_scale_m} m per unit but the policy's contract "
-                f"{contract.action_scale_m} m per unit; the robot and the policy must use one command convention"
+                "; ".join(problems) + ": the delay and the barrier's distances would be counted in other units; "
+                "recalibrate at the policy's period and command convention, or use a package made for this robot"
             )
         if contract.goal_dim != len(spec.workspace_low):
             raise ValueError(

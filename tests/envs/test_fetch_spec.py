@@ -77,7 +77,7 @@ def test_malformed_calibration_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_a_spec_at_another_control_period_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="0.02 s control period; the simulated Fetch arm steps every 0.04 s"):
+    with pytest.raises(ValueError, match="runs at 0.02 s per control step, the simulated Fetch arm at 0.04 s"):
         DelayedFetchReachEnv(spec=write_calibration(tmp_path, control_period_s=0.02, plausible_speed_m_s=5.0))
 
 

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.skipif(not (PACKAGE / "manifest.json").is_file(), reaso
 
 
 def test_the_shipped_package_fits_the_shipped_sim_robot():
-    assert mismatches(load_robot_spec(), load_package(PACKAGE).manifest, "models/default") == []
+    package = load_package(PACKAGE)
+    assert mismatches(load_robot_spec(), package.contract, package.action_delay_steps, "models/default") == []
 
 
 @pytest.mark.parametrize(
@@ -31,18 +32,19 @@ def test_the_shipped_package_fits_the_shipped_sim_robot():
     [
         (K6, r"action delay of 6 control steps \(240 ms\), package models/default was trained for 2..2 steps"),
         ({"delay_steps": 1, "delay_ms": 40.0, "delay_range": (1, 3)}, r"1 control steps \(40 ms\), range 1..3"),
-        ({"control_period_s": 0.02}, "runs at 0.02 s per control step, package models/default was trained at 0.04 s"),
+        ({"control_period_s": 0.02}, "runs at 0.02 s per control step, package models/default at 0.04 s"),
         ({"command_scale_m": 0.1}, "moves 0.1 m per command unit, package models/default commands 0.05 m per unit"),
     ],
 )
 def test_a_mismatch_names_both_values_and_the_fixes(changes, match):
     spec = replace(load_robot_spec(), **changes)
-    manifest = load_package(PACKAGE).manifest
+    package = load_package(PACKAGE)
+    trained = package.action_delay_steps
     with pytest.raises(CompatibilityError, match=match) as err:
-        check_compatibility(spec, manifest, "models/default")
+        check_compatibility(spec, package.contract, trained, "models/default")
     assert "recalibrate" in str(err.value) and "override_compatibility=true" in str(err.value)
     assert "\n" not in str(err.value)
-    assert check_compatibility(spec, manifest, "models/default", override=True)  # returned, not raised
+    assert check_compatibility(spec, package.contract, trained, "models/default", override=True)  # not raised
 
 
 def run_args(tmp_path: Path, spec_path: Path, *extra: str) -> list[str]:

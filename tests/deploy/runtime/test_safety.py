@@ -242,7 +242,10 @@ def test_from_spec_uses_the_specs_box_gain_and_watchdog():
 
 @pytest.mark.parametrize(
     ("field", "value", "match"),
-    [("control_period_s", 0.004, "recalibrate at the policy's period"), ("action_scale_m", 0.1, "command convention")],
+    [
+        ("control_period_s", 0.004, "runs at 0.04 s per control step, the policy at 0.004 s.*recalibrate"),
+        ("action_scale_m", 0.1, "moves 0.05 m per command unit, the policy commands 0.1 m per unit"),
+    ],
 )
 def test_from_spec_refuses_another_period_or_command_scale(field, value, match):
     contract = replace(fetch_reach_contract(2), **{field: value})
