@@ -3,7 +3,7 @@ wake-up lateness and overruns at 25 Hz and 250 Hz, with the ORT CPU backend; pea
 
 Three processes per case, so nothing measured shares an interpreter with MuJoCo:
 
-- the simulated robot (``envs.sim_robot.SimRobotProcess``), real-time paced at the case's period;
+- the simulated robot (``envs.sim_robot_process.SimRobotProcess``), real-time paced at the case's period;
 - the runtime (``deploy.runtime.loop.Controller`` + ``make_backend("ort-cpu", ...)`` + the safety filter + the
   tick log), in a fresh spawned interpreter that imports only the robot side; it reports its own ru_maxrss and
   whether torch / mujoco / gymnasium got imported (they must not);
@@ -278,7 +278,7 @@ def run_case(
     fifo: bool,
     checks: bool,
 ) -> dict[str, Any]:
-    from envs.sim_robot import SimRobotProcess
+    from envs.sim_robot_process import SimRobotProcess
 
     period = 1.0 / rate_hz
     robot = SimRobotProcess(

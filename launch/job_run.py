@@ -81,7 +81,7 @@ def start_robot(robot: dict[str, Any], seed: int) -> tuple[str, Any]:
         if not robot["port"]:
             raise LaunchError("'robot.port' is required when 'robot.kind' is serial (e.g. /dev/ttyUSB0)")
         return robot["port"], None
-    from envs.sim_robot import SimRobotProcess
+    from envs.sim_robot_process import SimRobotProcess
 
     process = SimRobotProcess(
         mode="lockstep" if robot["lockstep"] else "realtime",
