@@ -81,9 +81,11 @@ def start_robot(robot: dict[str, Any], seed: int) -> tuple[str, Any]:
         if not robot["port"]:
             raise LaunchError("'robot.port' is required when 'robot.kind' is serial (e.g. /dev/ttyUSB0)")
         return robot["port"], None
+    from envs.sim_robot import SimFaults
     from envs.sim_robot_process import SimRobotProcess
 
     process = SimRobotProcess(
+        faults=SimFaults(corrupt_prob=robot["byte_error_rate"]),
         mode="lockstep" if robot["lockstep"] else "realtime",
         delay=robot["delay"],
         obs_noise_std_m=robot["obs_noise_std_m"],

@@ -74,6 +74,9 @@ ROBOT = Section(
         ),
         "action_gain": Field("float", 1.0, low=0.1, high=2.0, doc="simulated robot's actuation gain error"),
         "lockstep": Field("bool", False, doc="simulated robot steps once per command (fast tests) vs real time"),
+        "byte_error_rate": Field(
+            "float", 0.0, low=0.0, high=0.1, doc="simulated robot: share of bytes corrupted on the link, both ways"
+        ),
     }
 )
 

@@ -116,3 +116,28 @@ def test_run_follows_a_package_store(tmp_path: Path):
     assert main(args) == 0
     report = json.loads((tmp_path / "follow" / "run_report.json").read_text())
     assert report["episodes"] == 2 and report["swaps"] == []
+
+
+def test_a_lossy_link_still_serves_every_episode(tmp_path: Path):
+    """1% of the bytes corrupted both ways: frames are lost, HOMEs resent, ticks held; the run's tick budget
+    allows for it and every episode is served (exit 0)."""
+    args = [
+        "run",
+        "--name",
+        "lossy",
+        "--set",
+        "robot.lockstep=true",
+        "--set",
+        "robot.byte_error_rate=0.01",
+        "--set",
+        "period_s=0.005",
+        "--set",
+        "episodes=8",
+        "--set",
+        "episode_steps=30",
+        "--set",
+        f"output={tmp_path}",
+    ]
+    assert main(args) == 0
+    report = json.loads((tmp_path / "lossy" / "run_report.json").read_text())
+    assert report["episodes"] == 8
