@@ -1,5 +1,8 @@
 # The README's two commands are `make demo` and `make test`; .ci/run calls `make test`.
-PY ?= python3.11
+# The first Python >= 3.11 on the PATH (python3.13, python3.12, python3.11, then python3); override with PY=...
+PY ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+	&& { echo $$p; break; }; done)
 VENV ?= .venv
 BIN := $(VENV)/bin
 # torch is pinned here, not in pyproject: a plain `torch` pulls a multi-GB CUDA build;
@@ -9,6 +12,7 @@ PINS := torch==2.13.0 mujoco==3.3.7
 .PHONY: install test test-fast lint format demo model bench
 
 $(BIN)/python:
+	@test -n "$(PY)" || { echo "make: no Python >= 3.11 found on the PATH; install one or run make PY=/path/to/python3.11"; exit 2; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 

@@ -38,11 +38,11 @@ import torch as th
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from calibration.schema import DEFAULT_SIM_CALIBRATION, load_calibration
 from deploy.contract import ObservationContract, fetch_reach_contract
 from deploy.finetune.dataset import load_log_dataset
 from deploy.finetune.gate import closed_loop_eval
 from deploy.finetune.round import RoundConfig, finetune_from_dataset, sim_fisher_anchor
+from deploy.robot_spec import load_robot_spec
 from deploy.runtime.safety import SafetyLimits, filter_action
 from deploy.runtime.ticklog import NO_EPISODE, TickLogWriter, TickRecord
 from envs.delayed_fetch_reach import DelayedFetchReachEnv
@@ -239,8 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     model, train_s = make_model(args.seed, args.train_steps, Path(args.checkpoint))
-    calibration = load_calibration(DEFAULT_SIM_CALIBRATION)
-    limits = SafetyLimits.from_calibration(calibration, fetch_reach_contract(ORIGINAL_DELAY))
+    limits = SafetyLimits.from_spec(load_robot_spec(), fetch_reach_contract(ORIGINAL_DELAY))
     envs = {
         "original": DelayedFetchReachEnv(delay=ORIGINAL_DELAY),
         "shifted": shifted_env(args.delay, args.gain),

@@ -3,15 +3,18 @@ wake-up lateness and overruns at 25 Hz and 250 Hz, with the ORT CPU backend; pea
 
 Three processes per case, so nothing measured shares an interpreter with MuJoCo:
 
-- the simulated robot (``envs.sim_robot.SimRobotProcess``), real-time paced at the case's period;
+- the simulated robot (``envs.sim_robot_process.SimRobotProcess``), real-time paced at the case's period;
 - the runtime (``deploy.runtime.loop.Controller`` + ``make_backend("ort-cpu", ...)`` + the safety filter + the
   tick log), in a fresh spawned interpreter that imports only the robot side; it reports its own ru_maxrss and
   whether torch / mujoco / gymnasium got imported (they must not);
 - this orchestrating process (builds the ONNX model and the goals).
 
-Side by side: the runtime with and without the tick log, at each rate. The policy is ``models/default``'s fp32
-ONNX when that package exists, else an untrained policy of the default shape (64x64 SiLU MLP, clipped output),
-which costs the same to run. Targets (issue 5): tick p99 <= 1 ms, jitter p99 <= 2 ms, runtime RSS < 200 MB.
+Side by side: the runtime with and without the tick log, and with and without the state checks (the
+``deploy.runtime.state_check.StateChecker`` every state goes through, against ``UncheckedStates`` defined here,
+which believes every state: a benchmark-only stand-in that measures what the checks cost), at each rate. The
+policy is ``models/default``'s fp32 ONNX when that package exists, else an untrained policy of the default shape
+(64x64 SiLU MLP, clipped output), which costs the same to run. Targets (issues 5 and 12): tick p99 <= 1 ms with
+the checks on, jitter p99 <= 2 ms, runtime RSS < 200 MB.
 
 Writes benchmarks/results/control_loop.json and .md.
 
@@ -125,23 +128,49 @@ def pty_baseline(period_s: float, count: int, fifo: bool) -> dict[str, float]:
     }
 
 
+class UncheckedStates:
+    """Benchmark only: the StateChecker's interface, believing every state (bounds = the reported position). It
+    keeps the clock offset the watchdog needs, so the loop runs the same; what it saves is what the checks cost."""
+
+    def __init__(self, spec: Any, contract: Any, loop_period_s: float, resync_states: int = 3) -> None:
+        self._pos = slice(*contract.position_slice)
+        self.offset_s = float("inf")
+
+    def reset(self) -> None:
+        self.offset_s = float("inf")
+
+    def expect_home(self) -> None:
+        pass
+
+    def robot_time_local(self, t_robot: float) -> float:
+        return t_robot + self.offset_s
+
+    def check(self, msg: Any, t_recv: float, applied: Any, homed: bool = False, prompts: int = 0) -> Any:
+        from deploy.runtime.state_check import Verdict
+
+        self.offset_s = min(self.offset_s, t_recv - msg.t_s)
+        position = msg.state[self._pos]
+        return Verdict(True, low=position, high=position)
+
+
 def _runtime_child(conn: Any) -> None:
     """The measured process: waits for its job, then runs the controller with robot-side imports only."""
     job: dict[str, Any] = conn.recv()
 
-    from calibration.schema import load_calibration
+    from dataclasses import replace
+
     from deploy.contract import fetch_reach_contract
+    from deploy.robot_spec import load_robot_spec
     from deploy.runtime.backends import make_backend
     from deploy.runtime.goals import GoalSource
     from deploy.runtime.loop import Controller, LoopConfig
-    from deploy.runtime.safety import SafetyLimits
+    from deploy.runtime.state_check import StateChecker
     from deploy.runtime.ticklog import TickLogWriter
 
     period = job["period_s"]
     contract = fetch_reach_contract(DELAY_STEPS)
-    limits = SafetyLimits.from_calibration(
-        load_calibration(),
-        contract,
+    spec = replace(
+        load_robot_spec(),
         watchdog_hold_s=WATCHDOG_HOLD_PERIODS * period,
         watchdog_stop_s=WATCHDOG_STOP_PERIODS * period,
     )
@@ -155,7 +184,14 @@ def _runtime_child(conn: Any) -> None:
     )
     log = TickLogWriter(job["ticklog"], fsync_interval_s=1.0) if job["ticklog"] else None
     controller = Controller(
-        job["port"], contract, backend, limits, GoalSource(job["goals"], job["seeds"]), config, ticklog=log
+        job["port"],
+        contract,
+        backend,
+        spec,
+        GoalSource(job["goals"], job["seeds"]),
+        config,
+        ticklog=log,
+        checker_class=StateChecker if job["checks"] else UncheckedStates,
     )
     try:
         report = controller.run()
@@ -232,9 +268,17 @@ def start_runtime() -> tuple[Any, Any]:
 
 
 def run_case(
-    runtime: tuple[Any, Any], rate_hz: float, ticks: int, model: str, goals, seeds, ticklog: str | None, fifo: bool
+    runtime: tuple[Any, Any],
+    rate_hz: float,
+    ticks: int,
+    model: str,
+    goals,
+    seeds,
+    ticklog: str | None,
+    fifo: bool,
+    checks: bool,
 ) -> dict[str, Any]:
-    from envs.sim_robot import SimRobotProcess
+    from envs.sim_robot_process import SimRobotProcess
 
     period = 1.0 / rate_hz
     robot = SimRobotProcess(
@@ -250,6 +294,7 @@ def run_case(
         "seeds": seeds,
         "ticklog": ticklog,
         "rt_priority": RUNTIME_RT_PRIORITY if fifo else None,
+        "checks": checks,
     }
     started = time.perf_counter()
     conn.send(job)
@@ -262,6 +307,7 @@ def run_case(
     result["robot"] = robot_counts
     result["rate_hz"] = rate_hz
     result["ticklog"] = ticklog is not None
+    result["checks"] = checks
     result["scheduler"] = f"SCHED_FIFO {RUNTIME_RT_PRIORITY}/{ROBOT_RT_PRIORITY}" if fifo else "default"
     return result
 
@@ -287,21 +333,24 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "scheduled time. Overruns = commands slower than a period + periods skipped. Robot held = policy steps at "
         "which the robot applied its own hold because the previous command came too late or was lost.",
         "",
-        "| rate | scheduler (runtime/robot) | tick log | ticks | latency p50 ms | latency p99 ms | latency max ms | "
-        "jitter p50 ms | "
+        "| rate | scheduler (runtime/robot) | tick log | state checks | ticks | latency p50 ms | latency p99 ms | "
+        "latency max ms | jitter p50 ms | "
         "jitter p99 ms | jitter max ms | robot jitter p99 ms | wake late p99 ms | overruns | robot held | "
-        "runtime ru_maxrss MB | VmHWM MB | "
+        "implausible | runtime ru_maxrss MB | VmHWM MB | "
         "tick p99 <= 1 ms | jitter p99 <= 2 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         t = r["timing"]
         lines.append(
-            f"| {r['rate_hz']:g} Hz | {r['scheduler']} | {'on' if r['ticklog'] else 'off'} | {int(t['latency_s_n'])} | "
+            f"| {r['rate_hz']:g} Hz | {r['scheduler']} | {'on' if r['ticklog'] else 'off'} | "
+            f"{'on' if r['checks'] else 'off'} | {int(t['latency_s_n'])} | "
             f"{_ms(t['latency_s_p50'])} | {_ms(t['latency_s_p99'])} | {_ms(t['latency_s_max'])} | "
             f"{_ms(t['jitter_s_p50'])} | {_ms(t['jitter_s_p99'])} | {_ms(t['jitter_s_max'])} | "
             f"{_ms(t['robot_jitter_s_p99'])} | {_ms(t['wake_late_s_p99'])} | {int(t['overruns'])} | "
-            f"{r['counts'].get('robot_held', 0)} | {r['ru_maxrss_mb']:.1f} | {r['vm_hwm_mb']:.1f} | "
+            f"{r['counts'].get('robot_held', 0)} | "
+            f"{sum(v for k, v in r['counts'].items() if k.startswith('implausible_'))} | "
+            f"{r['ru_maxrss_mb']:.1f} | {r['vm_hwm_mb']:.1f} | "
             f"{'yes' if t['latency_s_p99'] <= TARGET_TICK_P99_S else 'NO'} | "
             f"{'yes' if t['jitter_s_p99'] <= TARGET_JITTER_P99_S else 'NO'} |"
         )
@@ -344,8 +393,9 @@ def main() -> None:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
-    variants = ((True, False), (True, True), (False, True))  # (tick log, SCHED_FIFO)
-    cases = [(rate, with_log, fifo) for rate in RATES_HZ for with_log, fifo in variants]
+    # (tick log, SCHED_FIFO, state checks): the checks on and off side by side under both schedulers
+    variants = ((True, False, True), (True, False, False), (True, True, True), (True, True, False), (False, True, True))
+    cases = [(rate, *variant) for rate in RATES_HZ for variant in variants]
     runtimes = [start_runtime() for _ in cases]  # before torch / MuJoCo make this process large
     results = []
     busy0, total0 = _cpu_times()
@@ -353,14 +403,15 @@ def main() -> None:
         workdir = Path(tmp)
         model, meta["policy"] = _model_path(workdir)
         goals, seeds = _goals(N_GOALS)
-        for index, (runtime, (rate, with_log, fifo)) in enumerate(zip(runtimes, cases, strict=True)):
+        for index, (runtime, (rate, with_log, fifo, checks)) in enumerate(zip(runtimes, cases, strict=True)):
             ticks = int(args.seconds * rate)
             ticklog = str(workdir / f"ticks_{index}.tlog") if with_log else None
-            result = run_case(runtime, rate, ticks, model, goals, seeds, ticklog, fifo)
+            result = run_case(runtime, rate, ticks, model, goals, seeds, ticklog, fifo, checks)
             results.append(result)
             t = result["timing"]
             print(
-                f"{rate:g} Hz log={'on' if with_log else 'off'} {result['scheduler']}: "
+                f"{rate:g} Hz log={'on' if with_log else 'off'} checks={'on' if checks else 'off'} "
+                f"{result['scheduler']}: "
                 f"latency p50 {_ms(t['latency_s_p50'])} ms "
                 f"p99 {_ms(t['latency_s_p99'])} ms, jitter p99 {_ms(t['jitter_s_p99'])} ms, overruns "
                 f"{int(t['overruns'])}, RSS {result['ru_maxrss_mb']:.1f} MB",

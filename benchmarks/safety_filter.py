@@ -1,8 +1,10 @@
-"""Cost of one safety-filter call (it runs inside the 250 Hz control tick) and of one tick-log append.
+"""Cost of one safety-filter call and one state check (both run inside the 250 Hz control tick) and of one
+tick-log append.
 
 Side by side in one run: the filter on a pass-through action, on an action cut by clip + barrier, on a NaN
-hold; the tick-log append (write only, the fsync runs in a background thread). Writes
-benchmarks/results/safety_filter.json and .md; reports peak memory (ru_maxrss).
+hold, with position bounds; the state checker on an accepted state and on a rejected one (a 3 cm glitch); the
+tick-log append (write only, the fsync runs in a background thread). Writes benchmarks/results/safety_filter.json
+and .md; reports peak memory (ru_maxrss).
 
     .venv/bin/python benchmarks/safety_filter.py [--calls 20000]
 """
@@ -19,8 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
+from deploy.contract import fetch_reach_contract
+from deploy.robot_spec import load_robot_spec
 from deploy.runtime.safety import SafetyLimits, filter_action
+from deploy.runtime.state_check import StateChecker
 from deploy.runtime.ticklog import TickLogWriter, TickRecord
+from deploy.wire import StateMsg
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WARMUP_CALLS = 1000
@@ -47,6 +53,31 @@ def _time_calls(fn, calls: int) -> dict[str, float]:
     return _percentiles_us(samples)
 
 
+def _state_check_rows(calls: int) -> dict[str, dict[str, float]]:
+    """StateChecker.check on a state 1 cm from its anchor with one command applied: accepted, and the same state
+    shifted 3 cm (rejected as unexplained motion). Each call checks against a fresh copy of the same anchor."""
+    spec, contract = load_robot_spec(), fetch_reach_contract(2)
+    checker = StateChecker(spec, contract, loop_period_s=contract.control_period_s)
+    state = np.zeros(contract.state_dim)
+    state[:3] = (1.3, 0.75, 0.6)
+    anchor = StateMsg(1, 10.0, state, 0, (0, 0))
+    moved, glitched = state.copy(), state.copy()
+    moved[0] += 0.01
+    glitched[0] += 0.04
+    applied = np.array([[0.3, 0.0, 0.0, 0.0]])
+    rows = {}
+    for name, values in (("state check: accepted", moved), ("state check: rejected (3 cm glitch)", glitched)):
+        msg = StateMsg(2, 10.04, values, 0, (0, 5))
+
+        def check(msg: StateMsg = msg) -> None:
+            checker.reset()
+            checker.check(anchor, 10.0001, applied[:0])
+            checker.check(msg, 10.0401, applied)
+
+        rows[f"{name} (with the anchor's check and a reset)"] = _time_calls(check, calls)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=20000)
@@ -65,8 +96,12 @@ def main() -> None:
             near_face, pending, np.array([3.0, -0.1, 0.05, 0.0]), prev, 0.01, limits
         ),
         "filter: NaN hold": lambda: filter_action(pos, pending, np.array([np.nan, 0, 0, 0]), prev, 0.01, limits),
+        "filter: with position bounds": lambda: filter_action(
+            near_face, pending, np.array([3.0, -0.1, 0.05, 0.0]), prev, 0.01, limits, (near_face - 0.01, near_face)
+        ),
     }
     rows = {name: _time_calls(fn, args.calls) for name, fn in cases.items()}
+    rows.update(_state_check_rows(args.calls))
 
     record = TickRecord(
         t_s=0.0,

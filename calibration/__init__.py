@@ -1,4 +1,5 @@
-"""Calibration: measure the robot through its link and read/write the calibration file.
+"""Calibration: measure the robot through its link (delay, gain, noise, workspace) and write its robot spec.
 
-``calibration.schema`` (numpy + yaml only) is read by the sim env and by the runtime's safety filter.
+The spec's file form and loader live in ``deploy.robot_spec`` (beside the contract, below both this package and
+the runtime); this package only measures.
 """

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from calibration.probe import ProbeConfig, calibrate
-from calibration.probe_session import ProbeAbortError
-from calibration.schema import CalibrationError, save_calibration
+from calibration.probe_session import CalibrationError, ProbeAbortError
+from deploy.robot_spec import RobotSpecError, save_robot_spec
 from deploy.wire import Link, LinkError
 
 EXIT_ABORTED = 2
@@ -26,8 +26,8 @@ def run_calibration(port: str, config: ProbeConfig, out: str | Path | None = Non
     """Open ``port``, run the probe, save the file (default ``calibration/<robot_id>.yaml``); returns its path."""
     path = Path(out) if out else Path(__file__).resolve().parent / f"{config.robot_id}.yaml"
     with Link(port, baudrate=baudrate) as link:
-        calibration, _ = calibrate(link, config)
-    return save_calibration(calibration, path)
+        spec, _ = calibrate(link, config)
+    return save_robot_spec(spec, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     except ProbeAbortError as err:
         print(err, file=sys.stderr)
         return EXIT_ABORTED
-    except (CalibrationError, LinkError, ValueError) as err:
+    except (CalibrationError, RobotSpecError, LinkError, ValueError) as err:
         print(f"calibration failed: {err}", file=sys.stderr)
         return EXIT_FAILED
     print(f"wrote {path}")

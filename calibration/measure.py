@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+GAIN_TAPS = 4  # control steps of the arm's response to one command that the gain fit spans (from the delay on)
 SECOND_DIFFERENCE_VARIANCE = 6.0  # var(e[n+1] - 2 e[n] + e[n-1]) = 6 var(e) for white noise e
 MIN_PEAK_SIGNIFICANCE = 5.0  # the chosen lag's gain must exceed this many standard errors of the noise
 MIN_PEAK_RATIO = 2.0  # ... and this many times the runner-up lag's gain
@@ -94,6 +95,33 @@ def estimate_delay(commands_m: np.ndarray, positions_m: np.ndarray, max_lag: int
     residual = motion[best:] - gains[best] * commands_m[: n - best]
     noise_gain = float(np.std(residual) / np.sqrt(energy))
     return DelayEstimate(lag_steps=best, gains=tuple(gains), noise_gain=noise_gain)
+
+
+def estimate_gain(commands_m: np.ndarray, positions_m: np.ndarray, delay: int, taps: int = GAIN_TAPS) -> np.ndarray:
+    """Per-axis actuator gain: metres the arm moves, in the long run, per metre commanded.
+
+    Per axis, least squares of the per-step motion on the commands ``delay .. delay + taps - 1`` steps earlier
+    plus a constant (a sagging or drifting arm), ``motion[n] = sum_j h[j] command[n - delay - j] + drift``; the
+    gain is ``sum_j h[j]``, the whole response to one command (the arm lags it over a few steps). Pass the commands
+    actually sent (metres, at nominal scale) and trailing holds of at least ``delay + taps`` steps.
+    """
+    commands_m, positions_m = _check_sequences(commands_m, positions_m)
+    if delay < 0 or taps < 1:
+        raise ValueError(f"need delay >= 0 and taps >= 1 control steps, got delay {delay}, taps {taps}")
+    motion = np.diff(positions_m, axis=0)
+    n, dims = commands_m.shape
+    first = delay + taps - 1
+    if n - first <= taps + 1:
+        raise ValueError(f"{n} commands cannot fit {taps} response taps after a {delay}-step delay; record more")
+    gains = np.empty(dims)
+    for axis in range(dims):
+        rows = [commands_m[first - delay - j : n - delay - j, axis] for j in range(taps)]
+        design = np.column_stack([*rows, np.ones(n - first)])
+        if not np.any(design[:, :taps]):
+            raise ValueError(f"axis {axis} got no probing command; nothing to fit its gain on")
+        coef, *_ = np.linalg.lstsq(design, motion[first:, axis], rcond=None)
+        gains[axis] = float(np.sum(coef[:taps]))
+    return gains
 
 
 def summarize_delays(lags: Sequence[int]) -> tuple[int, float, int]:

@@ -1,4 +1,4 @@
-"""Calibrate a robot through its wire link: delay, noise at rest, reachable workspace -> a calibration file.
+"""Calibrate a robot through its wire link: delay, gain, noise at rest, reachable workspace -> a robot spec file.
 
 Robot side only (numpy, deploy.wire, deploy.runtime.safety, calibration.*): it runs where the controller runs,
 over the same link. The probe:
@@ -6,7 +6,11 @@ over the same link. The probe:
 1. sends HOME and waits for the first state; the start must lie inside the safe box (minus a margin);
 2. holds still for ``rest_steps`` and estimates the position noise per axis (second differences);
 3. ``repeats`` times: a bounded random probing sequence on all three axes, then holds; the lag whose per-step
-   motion best matches the commands is the delay (``calibration.measure.estimate_delay``);
+   motion best matches the commands is the delay (``calibration.measure.estimate_delay``); on the same moves,
+   once the delay is known, the per-axis actuator gain (``calibration.measure.estimate_gain``): its mean over the
+   repeats, its spread, and the upper bound the barrier will plan with (mean + ``GAIN_SPREADS`` spreads, times
+   ``1 + GAIN_MARGIN``); the plausible speed follows from that bound (``PLAUSIBLE_SPEED_FACTOR`` x the fastest
+   step it allows);
 4. toward each of the 6 faces of the safe box: constant small commands until the arm stops moving (a physical
    limit) or the barrier stops the commands (the safe box), then back to the start.
 
@@ -28,14 +32,15 @@ import numpy as np
 from calibration.measure import (
     DelayEstimate,
     estimate_delay,
+    estimate_gain,
     probing_sequence,
     rest_noise_std,
     stalled,
     summarize_delays,
 )
-from calibration.probe_session import AXES, ProbeConfig, ProbeSession
-from calibration.schema import Calibration, CalibrationError, today
+from calibration.probe_session import AXES, CalibrationError, ProbeConfig, ProbeSession
 from deploy.contract import ObservationContract, fetch_reach_contract
+from deploy.robot_spec import RobotSpec, today
 from deploy.wire import Link
 
 logger = logging.getLogger(__name__)
@@ -48,6 +53,9 @@ MARGIN_NOISE_SIGMAS = 4.0  # the probing margin grows to this many noise std onc
 JUMP_COMMANDS = 2.0  # a one-step jump larger than this many full-size commands (+ noise allowance) is unexpected
 JUMP_NOISE_SIGMAS = 10.0  # noise allowance of the jump check, in std of a position difference
 RETURN_GAIN = 0.5  # share of the remaining distance commanded per step on the way back, divided by (delay + 1)
+GAIN_SPREADS = 2.0  # the gain bound covers the mean plus this many spreads (std over repeats) ...
+GAIN_MARGIN = 0.1  # ... times 1 + this margin
+PLAUSIBLE_SPEED_FACTOR = 1.5  # plausible speed = this x the fastest step the gain bound allows (momentum, noise)
 
 
 @dataclass
@@ -56,6 +64,7 @@ class ProbeReport:
 
     delay_lags: list[int]
     delay_gains: list[float]
+    gains_per_axis: list[list[float]]  # one row per repeat: metres moved per metre commanded, x y z
     delay_significance: list[float]
     noise_std_m: list[float]
     reach_low: list[float]
@@ -73,11 +82,20 @@ def measure_noise(session: ProbeSession) -> np.ndarray:
     return rest_noise_std(session.hold(config.rest_steps, check_rest=True))
 
 
-def measure_delays(session: ProbeSession) -> list[DelayEstimate]:
-    """``repeats`` cross-correlation delay measurements; returns their ``DelayEstimate``s."""
+@dataclass(frozen=True)
+class ProbeMoves:
+    """One probing sequence: the displacements sent (metres, nominal) and the positions seen (metres)."""
+
+    sent_m: np.ndarray
+    positions_m: np.ndarray
+
+
+def measure_delays(session: ProbeSession) -> tuple[list[DelayEstimate], list[ProbeMoves]]:
+    """``repeats`` cross-correlation delay measurements; returns their ``DelayEstimate``s and the moves."""
     config = session.config
     rng = np.random.default_rng(config.seed)
     estimates = []
+    moves = []
     for _ in range(config.repeats):
         session.hold(config.settle_steps)
         sequence = probing_sequence(config.probe_steps, AXES, config.probe_amplitude, config.probe_excursion, rng)
@@ -95,7 +113,19 @@ def measure_delays(session: ProbeSession) -> list[DelayEstimate]:
                 f"probe_steps, or check that the robot moves when commanded"
             )
         estimates.append(estimate)
-    return estimates
+        moves.append(ProbeMoves(np.array(sent), np.array(positions)))
+    return estimates, moves
+
+
+def measure_gains(moves: list[ProbeMoves], delay: int) -> np.ndarray:
+    """Per-repeat, per-axis actuator gains ``[repeats, 3]`` from the probing moves, at the measured delay."""
+    return np.array([estimate_gain(m.sent_m, m.positions_m, delay) for m in moves])
+
+
+def gain_upper_bound(gains: np.ndarray) -> float:
+    """The gain the barrier plans with: the largest per-axis mean + ``GAIN_SPREADS`` spreads, plus the margin."""
+    mean, spread = gains.mean(axis=0), gains.std(axis=0)
+    return float(np.max(mean + GAIN_SPREADS * spread) * (1.0 + GAIN_MARGIN))
 
 
 def probe_face(session: ProbeSession, axis: int, sign: float, start: np.ndarray) -> tuple[float, str]:
@@ -152,8 +182,8 @@ def calibrate(
     config: ProbeConfig,
     contract: ObservationContract | None = None,
     session: ProbeSession | None = None,
-) -> tuple[Calibration, ProbeReport]:
-    """Run the whole probe over ``link``; returns the calibration to save and the detailed report.
+) -> tuple[RobotSpec, ProbeReport]:
+    """Run the whole probe over ``link``; returns the robot spec to save and the detailed report.
 
     The robot is left holding, also when the probe aborts (``ProbeAbortError``) or fails.
     """
@@ -169,9 +199,17 @@ def calibrate(
         noise_allowance_m = JUMP_NOISE_SIGMAS * math.sqrt(2.0) * session.noise_std_m
         session.max_jump_m = JUMP_COMMANDS * max_command_m + noise_allowance_m + config.margin_m
         logger.info("calibration: %d delay probes", config.repeats)
-        estimates = measure_delays(session)
+        estimates, moves = measure_delays(session)
         delay, spread, agreeing = summarize_delays([e.lag_steps for e in estimates])
         session.assumed_delay = delay
+        gains = measure_gains(moves, delay)
+        gain_max = gain_upper_bound(gains)
+        if not np.all(gains.mean(axis=0) > 0):
+            raise CalibrationError(
+                f"measured actuator gains {gains.mean(axis=0).round(3).tolist()} are not all positive: the arm does "
+                "not follow the commands on every axis; check the robot's command frame and sign conventions"
+            )
+        session.set_gain_max(gain_max)
         reach_low = list(config.safe_box_low)
         reach_high = list(config.safe_box_high)
         workspace_low = list(session.limits.workspace_low)
@@ -199,6 +237,7 @@ def calibrate(
     report = ProbeReport(
         delay_lags=[e.lag_steps for e in estimates],
         delay_gains=[e.gains[e.lag_steps] for e in estimates],
+        gains_per_axis=gains.round(4).tolist(),
         delay_significance=[e.significance for e in estimates],
         noise_std_m=[float(v) for v in noise],
         reach_low=reach_low,
@@ -209,7 +248,9 @@ def calibrate(
         interventions=dict(session.log.interventions),
     )
     period = contract.control_period_s
-    calibration = Calibration(
+    scale = contract.action_scale_m
+    gain_mean, gain_spread = gains.mean(axis=0), gains.std(axis=0)
+    spec = RobotSpec(
         robot_id=config.robot_id,
         date=today(),
         control_period_s=period,
@@ -217,6 +258,11 @@ def calibrate(
         delay_ms=delay * period * 1000.0,
         delay_spread_steps=spread,
         delay_range=(delay, delay),
+        command_scale_m=scale,
+        actuator_gain=tuple(round(float(v), 4) for v in gain_mean),  # type: ignore[arg-type]
+        actuator_gain_spread=tuple(round(float(v), 4) for v in gain_spread),  # type: ignore[arg-type]
+        actuator_gain_max=round(gain_max, 4),
+        plausible_speed_m_s=round(PLAUSIBLE_SPEED_FACTOR * config.max_action * scale * gain_max / period, 4),
         observation_noise_std_m=tuple(float(v) for v in noise),  # type: ignore[arg-type]
         workspace_low=tuple(workspace_low),  # type: ignore[arg-type]
         workspace_high=tuple(workspace_high),  # type: ignore[arg-type]
@@ -228,6 +274,7 @@ def calibrate(
             "delay_agreeing_runs": agreeing,
             "delay_gain": [round(g, 4) for g in report.delay_gains],
             "delay_significance": [round(s, 1) for s in report.delay_significance],
+            "gain_runs_per_axis": report.gains_per_axis,
             "reach_low_m": [round(v, 4) for v in reach_low],
             "reach_high_m": [round(v, 4) for v in reach_high],
             "reach_limited_by": limited,
@@ -236,4 +283,4 @@ def calibrate(
             "probe": {k: v for k, v in asdict(config).items() if k not in ("safe_box_low", "safe_box_high")},
         },
     )
-    return calibration, report
+    return spec, report

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from calibration.schema import MAX_DELAY_STEPS, CalibrationError
-from deploy.contract import ObservationContract
+from deploy.contract import MAX_DELAY_STEPS, ObservationContract, in_flight_displacement_m
+from deploy.robot_spec import check_safe_name
 from deploy.runtime.safety import SafetyLimits, filter_action
 from deploy.wire import (
     CommandMsg,
@@ -36,6 +36,10 @@ logger = logging.getLogger(__name__)
 
 AXES = 3
 ESTOP_FLAGS = StateFlags.ESTOP_ACTIVE | StateFlags.ESTOP_FROM_ROBOT
+
+
+class CalibrationError(ValueError):
+    """A calibration that could not measure what it needs (unreliable delay, an empty workspace, a bad setting)."""
 
 
 class ProbeAbortError(CalibrationError):
@@ -77,6 +81,8 @@ class ProbeConfig:
     :param max_action: command bound the calibration file will carry (units).
     :param max_action_rate: rate limit the calibration file will carry (units per step).
     :param barrier_fraction: barrier fraction used while probing and written to the file.
+    :param assumed_gain_max: actuator gain bound (metres moved per metre commanded) the probe's barrier plans with
+        until the gain is measured.
     :param seed: seed of the probing sequences (and of HOME).
     """
 
@@ -105,9 +111,11 @@ class ProbeConfig:
     max_action: float = 1.0
     max_action_rate: float = 2.0
     barrier_fraction: float = 0.5
+    assumed_gain_max: float = 2.0
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_safe_name(self.robot_id, "robot_id")
         low, high = np.asarray(self.safe_box_low, float), np.asarray(self.safe_box_high, float)
         if low.shape != (AXES,) or high.shape != (AXES,) or not np.all(low + 2 * self.margin_m < high):
             raise ValueError(
@@ -146,13 +154,19 @@ class ProbeSession:
         self._last_state_seq: int | None = None
         self.position = np.full(AXES, np.nan)
         self.assumed_delay = config.max_delay_steps  # until measured: the longest delay looked for
-        self._sent_m: deque[np.ndarray] = deque(maxlen=MAX_DELAY_STEPS)
+        self.gain_max = config.assumed_gain_max  # until measured: the configured prior bound
+        self._sent: deque[np.ndarray] = deque(maxlen=MAX_DELAY_STEPS)  # commands (units), newest last
         self.previous_action = contract.hold()
         self.max_jump_m = math.inf  # set once the noise is known
         self.noise_std_m = 0.0
         self.set_margin(config.margin_m)
 
     # Limits ----------------------------------------------------------------------------------------------
+    def set_gain_max(self, gain_max: float) -> None:
+        """Plan the barrier with this actuator gain bound from now on (metres moved per metre commanded)."""
+        self.gain_max = gain_max
+        self.set_margin(self.margin_m)
+
     def set_margin(self, margin_m: float) -> None:
         """Keep ``margin_m`` inside the safe box from now on."""
         low = np.asarray(self.config.safe_box_low) + margin_m
@@ -167,16 +181,15 @@ class ProbeSession:
             max_action_rate=self.config.max_action_rate,
             barrier_fraction=self.config.barrier_fraction,
             action_scale_m=self.scale,
+            actuator_gain_max=self.gain_max,
             watchdog_hold_s=self.config.state_timeout_s,
             watchdog_stop_s=self.config.state_timeout_s,
         )
 
     def pending_m(self) -> np.ndarray:
-        """Displacement (metres) of the last ``assumed_delay`` commands: still in flight."""
-        total = np.zeros(AXES)
-        for sent in list(self._sent_m)[len(self._sent_m) - self.assumed_delay :] if self.assumed_delay else []:
-            total += sent
-        return total
+        """Displacement (metres, nominal gain) of the last ``assumed_delay`` commands: still in flight."""
+        in_flight = list(self._sent)[len(self._sent) - self.assumed_delay :] if self.assumed_delay else []
+        return in_flight_displacement_m(np.array(in_flight), self.scale, AXES)
 
     # Messages --------------------------------------------------------------------------------------------
     def _next_seq(self) -> int:
@@ -238,7 +251,7 @@ class ProbeSession:
         """Send HOME and wait for the first state after it; returns the start position."""
         self._send(HomeMsg, seed=self.config.seed)
         state = self._wait_state(self.config.home_timeout_s, want_flags=StateFlags.HOMED)
-        self._sent_m.clear()
+        self._sent.clear()
         self.previous_action = self.contract.hold()
         position = np.asarray(state.state[self.position_slice], dtype=np.float64)
         inner_low = np.asarray(self.config.safe_box_low) + self.margin_m
@@ -265,7 +278,7 @@ class ProbeSession:
         self.log.commanded_positions_m.append(self.position + pending + sent_m)
         self.log.commands.append(action)
         self._send(CommandMsg, action=action)
-        self._sent_m.append(sent_m)
+        self._sent.append(action[:AXES].copy())
         self.previous_action = action
         state = self._wait_state(self.config.state_timeout_s)
         self._accept_position(np.asarray(state.state[self.position_slice], dtype=np.float64))

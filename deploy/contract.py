@@ -30,6 +30,7 @@ import numpy as np
 
 OBS_KEYS = ("observation", "achieved_goal", "desired_goal")
 CONTRACT_FORMAT_VERSION = 1
+MAX_DELAY_STEPS = 8  # longest actuation delay (control steps) any robot, env, spec or probe may have
 
 
 @dataclass(frozen=True)
@@ -239,6 +240,20 @@ def apply_delay(history: ActionHistory, command: np.ndarray, delay: int) -> np.n
     applied = command.copy() if delay == 0 else history.sent_ago(delay)
     history.push(command)
     return applied
+
+
+def in_flight_displacement_m(commands: np.ndarray, scale_m: float, dims: int) -> np.ndarray:
+    """Metres the gripper still moves, at nominal gain, once ``commands`` (sent, not yet applied) are applied.
+
+    :param commands: the commands in flight, ``[n, action_dim]`` command units (any order; n may be 0).
+    :param scale_m: metres per unit command per control step (the contract's ``action_scale_m``).
+    :param dims: how many leading components are a Cartesian displacement.
+    :returns: ``[dims]`` metres (float64): the summed displacement. Multiply by an actuator gain for the real arm.
+    """
+    rows = np.asarray(commands, dtype=np.float64)
+    if rows.size == 0:
+        return np.zeros(dims)
+    return rows.reshape(-1, rows.shape[-1])[:, :dims].sum(axis=0) * scale_m
 
 
 FETCH_STATE_FIELDS: tuple[tuple[str, int], ...] = (

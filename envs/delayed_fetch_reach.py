@@ -17,8 +17,9 @@ import mujoco
 import numpy as np
 from gymnasium_robotics.envs.fetch.reach import MujocoFetchReachEnv
 
-from calibration.schema import DEFAULT_SIM_CALIBRATION, Calibration, load_calibration
 from deploy.contract import fetch_reach_contract
+from deploy.robot_spec import RobotSpec, as_robot_spec
+from deploy.runtime.compatibility import convention_mismatches
 from envs.delayed_goal_env import DelayedGoalEnv, check_delay_range
 
 _FULL_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
@@ -31,9 +32,14 @@ _SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SL
 
 
 class DelayedFetchReachEnv(DelayedGoalEnv):
-    """FetchReach-v4 with actuation delay; defaults come from a calibration file.
+    """FetchReach-v4 with actuation delay; the delay and the noise come from the robot spec unless overridden.
 
-    :param delay: fixed delay in control steps; ``None`` takes the calibration file's ``action_delay.range``
+    The spec is the one owner of the robot's delay and noise: an explicit ``delay``, ``delay_range`` or
+    ``obs_noise_std_m`` overrides it for this env (a training choice, e.g. a wider delay range) and is recorded by
+    the exporter as what the policy was trained for. ``action_gain`` is a simulation knob (a drifted actuator),
+    not a spec field: the spec's gain is what calibration measured on the robot, in metres per metre commanded.
+
+    :param delay: fixed delay in control steps; ``None`` takes the spec's ``action_delay.range``
         (the inclusive range the sim randomizes over; ``[steps, steps]`` when the file gives no range).
     :param delay_range: inclusive per-episode delay range in control steps; overrides ``delay``.
     :param obs_noise_std_m: gripper position noise std in metres; ``None`` takes the calibration file's.
@@ -44,7 +50,8 @@ class DelayedFetchReachEnv(DelayedGoalEnv):
     :param history_len: commands carried in the observation (control steps); None = the max delay. Set it to
         the trained policy's history when simulating a robot whose delay has since grown.
     :param action_gain: actuator gain error (1.1 = the arm moves 10% further than commanded).
-    :param calibration: path of the calibration file that supplies the defaults.
+    :param spec: the robot spec (a ``RobotSpec`` or its file); None: ``calibration/sim_fetch.yaml``. Its control
+        period must be FetchReach's (0.04 s).
     """
 
     def __init__(
@@ -58,18 +65,15 @@ class DelayedFetchReachEnv(DelayedGoalEnv):
         reward_type: str = "sparse",
         history_len: int | None = None,
         action_gain: float = 1.0,
-        calibration: str | Calibration | None = None,
+        spec: RobotSpec | str | None = None,
     ) -> None:
-        if isinstance(calibration, Calibration):
-            cal = calibration
-        else:
-            cal = load_calibration(calibration or DEFAULT_SIM_CALIBRATION)
+        robot_spec = as_robot_spec(spec)
         if delay_range is None:
-            # No argument: the file's training range (``action_delay.range``, inclusive); ``delay`` fixes k.
-            delay_range = cal.delay_range if delay is None else (int(delay), int(delay))
+            # No argument: the spec's training range (``action_delay.range``, inclusive); ``delay`` fixes k.
+            delay_range = robot_spec.delay_range if delay is None else (int(delay), int(delay))
         delay_range = check_delay_range(delay_range)
         if obs_noise_std_m is None:
-            obs_noise_std_m = cal.observation_noise_std_m
+            obs_noise_std_m = robot_spec.observation_noise_std_m
         if not 0 < goal_range_m <= MAX_GOAL_RANGE_M:
             raise ValueError(f"goal_range_m must be in (0, {MAX_GOAL_RANGE_M}] metres, got {goal_range_m}")
         super().__init__(
@@ -81,7 +85,10 @@ class DelayedFetchReachEnv(DelayedGoalEnv):
             reward_type,
             action_gain,
         )
-        self.calibration = cal
+        problems = convention_mismatches(robot_spec, self.contract, "the simulated Fetch arm")
+        if problems:
+            raise ValueError("; ".join(problems) + ": the spec does not describe this simulated arm")
+        self.robot_spec = robot_spec
         self.goal_range_m = float(goal_range_m)
         self._fetch = MujocoFetchReachEnv(reward_type=reward_type)
         self._model, self._data = self._fetch.model, self._fetch.data

@@ -31,9 +31,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from deploy.contract import ActionHistory, ObservationContract, apply_delay
+from deploy.contract import MAX_DELAY_STEPS, ActionHistory, ObservationContract, apply_delay
 
-MAX_DELAY_STEPS = 8
 MIN_ACTION_GAIN, MAX_ACTION_GAIN = 0.5, 1.5
 
 

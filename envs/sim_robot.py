@@ -9,14 +9,17 @@ would, so the runtime cannot tell it from hardware:
 - ``mode="lockstep"``: one physics step per ``CommandMsg`` received, answered at once with a state; a
   ``HeartbeatMsg`` is answered with the current state (no step). For fast, timing-independent tests.
 
-The actuation delay and the observation noise are those of ``DelayedFetchReachEnv`` (from the calibration file
-unless given), so a state the robot sends equals, bit for bit, the one the env returns for the same seed and
-commands. E-stop: an ``EStopMsg`` from the runtime, or ``trigger_estop()`` on the robot side (an operator /
-fault), stops the arm: the delay line is emptied, commands are ignored (answered with ``ErrorMsg``) and every
-state carries ``ESTOP_ACTIVE``. A ``HomeMsg`` clears a runtime e-stop; a robot-side one needs ``release_estop()``.
+The actuation delay and the observation noise are those of ``DelayedFetchReachEnv`` (from the robot spec unless
+given), so a state the robot sends equals, bit for bit, the one the env returns for the same seed and commands.
+E-stop: an ``EStopMsg`` from the runtime, or ``trigger_estop()`` on the robot side (an operator / fault), stops the
+arm: the delay line is emptied, commands are ignored (answered with ``ErrorMsg``) and every state carries
+``ESTOP_ACTIVE``. A ``HomeMsg`` clears a runtime e-stop; a robot-side one needs ``release_estop()``.
 
 Fault injection for tests (``SimFaults``, switchable while running): cut link, byte corruption, replies held
-back N control periods, NaN state, frozen sensor (repeated sequence number); plus ``trigger_estop()``.
+back N control periods, NaN state, frozen sensor (repeated sequence number); CRC-valid lies: a state vector
+rewritten by a function for N frames (a shifted or absurd position), stamps shifted for N frames, a sequence jump,
+malformed lengths; plus ``trigger_estop()`` and ``restart()`` (the controller reboots: its clock and sequence
+counter start over and the arm is back at home).
 
     robot = SimRobot(mode="lockstep", delay=2).start()
     link = Link(robot.port_name)     # /dev/pts/N
@@ -26,17 +29,17 @@ back N control periods, NaN state, frozen sensor (repeated sequence number); plu
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import threading
 import time
 import tty
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from deploy.robot_spec import RobotSpec
 from deploy.wire import (
     CommandMsg,
     ErrorCode,
@@ -72,6 +75,14 @@ class SimFaults:
     :param reply_delay_periods: hold every outgoing frame back this many control periods (a latency spike).
     :param nan_state: send NaN for every state value.
     :param freeze_seq: resend the last state frame unchanged, same sequence number (a frozen sensor).
+    :param state_glitch: rewrites the state vector of the next ``glitch_frames`` states (CRC-valid lies: a shifted
+        position, x = 1e30, a vector of the wrong length); the true physics is untouched.
+    :param glitch_frames: states still to be rewritten by ``state_glitch`` (decremented per state).
+    :param stamp_offset_s: seconds added to the timestamp of the next ``stamp_frames`` messages (a clock glitch).
+    :param stamp_frames: messages still to be stamped with the offset.
+    :param seq_jump: added once to the sequence counter at the next message (the numbering continues from there).
+    :param pending_length: report this many pending sequence numbers instead of the real line (malformed).
+    :param drop_estops: ignore the next N e-stop messages from the runtime (lost on the way).
     """
 
     link_cut: bool = False
@@ -79,11 +90,22 @@ class SimFaults:
     reply_delay_periods: int = 0
     nan_state: bool = False
     freeze_seq: bool = False
+    state_glitch: Callable[[np.ndarray], np.ndarray] | None = None
+    glitch_frames: int = 0
+    stamp_offset_s: float = 0.0
+    stamp_frames: int = 0
+    seq_jump: int = 0
+    pending_length: int | None = None
+    drop_estops: int = 0
 
     def clear(self) -> None:
         self.link_cut = self.nan_state = self.freeze_seq = False
         self.corrupt_prob = 0.0
         self.reply_delay_periods = 0
+        self.state_glitch = None
+        self.glitch_frames = self.stamp_frames = self.seq_jump = self.drop_estops = 0
+        self.stamp_offset_s = 0.0
+        self.pending_length = None
 
 
 class SimRobot:
@@ -91,9 +113,9 @@ class SimRobot:
 
     :param port: a pyserial port or URL to serve on; ``None`` opens a new pty (see ``port_name``).
     :param mode: ``"realtime"`` or ``"lockstep"``.
-    :param delay: actuation delay in control steps (None: the calibration file's).
-    :param obs_noise_std_m: gripper position noise std, metres (None: the calibration file's).
-    :param calibration: calibration file path (None: ``calibration/sim_fetch.yaml``).
+    :param delay: actuation delay in control steps (None: the spec's).
+    :param obs_noise_std_m: gripper position noise std, metres (None: the spec's).
+    :param spec: the robot spec or its file (None: ``calibration/sim_fetch.yaml``).
     :param control_period_s: real-time period and the unit of ``reply_delay_periods`` (None: the contract's 0.04 s).
     :param action_gain: actuator gain error of the simulated arm (1.1 = moves 10% further than commanded).
     :param seed: seed of the first episode and of the fault injection RNG.
@@ -106,7 +128,7 @@ class SimRobot:
         mode: str = "realtime",
         delay: int | None = None,
         obs_noise_std_m: float | None = None,
-        calibration: str | None = None,
+        spec: RobotSpec | str | None = None,
         control_period_s: float | None = None,
         action_gain: float = 1.0,
         seed: int = 0,
@@ -117,7 +139,7 @@ class SimRobot:
         self.env = DelayedFetchReachEnv(
             delay=delay,
             obs_noise_std_m=obs_noise_std_m,
-            calibration=calibration,
+            spec=spec,
             max_episode_steps=NO_TRUNCATION_STEPS,
             action_gain=action_gain,
         )
@@ -148,6 +170,9 @@ class SimRobot:
         self._estop_request: int | None = None
         self._release_request = False
         self._homed = False
+        self._clock_origin = 0.0  # the robot's clock reads time.monotonic() - origin (restart() sets it to now)
+        self._restart_request = False
+        self._last_home_seed = seed
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
         self.link_error: LinkError | None = None
@@ -193,6 +218,11 @@ class SimRobot:
         """The operator clears a robot-side e-stop; the robot then waits for a HomeMsg."""
         self._release_request = True
 
+    def restart(self) -> None:
+        """The controller reboots (applied by the serving thread): its clock and sequence counter start over, the
+        arm is back at home, the delay line is empty, an e-stop the runtime sent is forgotten."""
+        self._restart_request = True
+
     @property
     def estop_active(self) -> bool:
         return self._estop is not None
@@ -232,10 +262,21 @@ class SimRobot:
             self._handle(msg)
 
     def _apply_requests(self) -> None:
+        if self._restart_request:
+            self._restart_request = False
+            self._seq = 0
+            self._clock_origin = time.monotonic()
+            self._obs, _ = self.env.reset(seed=self._last_home_seed)
+            self._pending.extend([HOLD_SEQ] * self.contract.history_len)
+            self._latest_cmd = None
+            self._last_state = None
+            if self._estop == "runtime":
+                self._estop = None
+            self.counts["restarts"] = self.counts.get("restarts", 0) + 1
         if self._estop_request is not None:
             reason, self._estop_request = self._estop_request, None
             self._enter_estop("robot")
-            self._emit(EStopMsg(self._next_seq(), time.monotonic(), reason))
+            self._emit(EStopMsg(self._next_seq(), self._now(), reason))
             self._send_state()
         if self._release_request:
             self._release_request = False
@@ -255,6 +296,9 @@ class SimRobot:
         elif isinstance(msg, HomeMsg):
             return self._on_home(msg)
         elif isinstance(msg, EStopMsg):
+            if self.faults.drop_estops > 0:
+                self.faults.drop_estops -= 1
+                return False
             if self._estop is None:
                 self._enter_estop("runtime")
             self._send_state()
@@ -264,14 +308,14 @@ class SimRobot:
 
     def _on_command(self, msg: CommandMsg) -> None:
         if self._estop is not None:
-            self._emit(ErrorMsg(self._next_seq(), time.monotonic(), ErrorCode.ESTOPPED, "e-stop active"))
+            self._emit(ErrorMsg(self._next_seq(), self._now(), ErrorCode.ESTOPPED, "e-stop active"))
             if self.mode == "lockstep":
                 self._send_state()
             return
         if msg.action.shape != (self.contract.action_dim,) or not np.all(np.isfinite(msg.action)):
             self.counts["bad_commands"] += 1
             text = f"command seq {msg.seq}: need {self.contract.action_dim} finite values; holding"
-            self._emit(ErrorMsg(self._next_seq(), time.monotonic(), ErrorCode.BAD_COMMAND, text))
+            self._emit(ErrorMsg(self._next_seq(), self._now(), ErrorCode.BAD_COMMAND, text))
             msg = None  # type: ignore[assignment]
         if self.mode == "lockstep":
             self._step(msg)
@@ -280,11 +324,12 @@ class SimRobot:
 
     def _on_home(self, msg: HomeMsg) -> bool:
         if self._estop == "robot":
-            self._emit(ErrorMsg(self._next_seq(), time.monotonic(), ErrorCode.ESTOPPED, "robot e-stop: home refused"))
+            self._emit(ErrorMsg(self._next_seq(), self._now(), ErrorCode.ESTOPPED, "robot e-stop: home refused"))
             self._send_state()
             return False
         self._estop = None
         self.counts["homes"] += 1
+        self._last_home_seed = msg.seed
         self._obs, _ = self.env.reset(seed=msg.seed)
         self._pending.extend([HOLD_SEQ] * self.contract.history_len)
         self._latest_cmd = None
@@ -319,8 +364,18 @@ class SimRobot:
 
     # Sending ---------------------------------------------------------------------------------------------
     def _next_seq(self) -> int:
+        if self.faults.seq_jump:
+            self._seq, self.faults.seq_jump = self._seq + self.faults.seq_jump, 0
         self._seq = self._seq % (2**32 - 1) + 1
         return self._seq
+
+    def _now(self) -> float:
+        """The robot's clock (seconds since its last boot), with a stamp glitch applied while one is set."""
+        t = time.monotonic() - self._clock_origin
+        if self.faults.stamp_frames > 0:
+            self.faults.stamp_frames -= 1
+            t += self.faults.stamp_offset_s
+        return t
 
     def _send_state(self, holding: bool = False) -> None:
         if self.faults.freeze_seq and self._last_state is not None:
@@ -339,7 +394,13 @@ class SimRobot:
         state = self._obs["observation"][: self.contract.state_dim].copy()
         if self.faults.nan_state:
             state[:] = np.nan
-        msg = StateMsg(self._next_seq(), time.monotonic(), state, int(flags), tuple(self._pending))
+        if self.faults.state_glitch is not None and self.faults.glitch_frames > 0:
+            self.faults.glitch_frames -= 1
+            state = np.asarray(self.faults.state_glitch(state), dtype=np.float64)
+        pending = tuple(self._pending)
+        if self.faults.pending_length is not None:
+            pending = (pending + (HOLD_SEQ,) * self.faults.pending_length)[: self.faults.pending_length]
+        msg = StateMsg(self._next_seq(), self._now(), state, int(flags), pending)
         self._last_state = msg
         self.sent_states.append(msg)
         self._emit(msg)
@@ -364,58 +425,3 @@ class SimRobot:
         hit = self._rng.random(raw.size) < p
         raw[hit] ^= self._rng.integers(1, 256, size=int(hit.sum()), dtype=np.uint8)  # never a no-op
         return raw.tobytes()
-
-
-# Running in a subprocess (keeps MuJoCo out of the process being measured) -----------------------------------
-def _serve_child(conn: Any, kwargs: dict[str, Any], priority: int | None) -> None:
-    if priority is not None:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # the serving thread inherits it
-    robot = SimRobot(**kwargs)
-    conn.send(robot.port_name)
-    thread = threading.Thread(target=robot.serve, daemon=True)
-    thread.start()
-    conn.recv()  # any message (or the parent closing the pipe) means stop
-    robot._stop_event.set()
-    thread.join()
-    conn.send(dict(robot.counts, steps=robot.steps))
-    robot.stop()
-
-
-PROCESS_START_TIMEOUT_S = 120.0  # spawn + importing MuJoCo on a loaded 2-core machine
-PROCESS_STOP_TIMEOUT_S = 30.0
-
-
-class SimRobotProcess:
-    """A ``SimRobot`` in its own process; ``port_name`` is its pty. ``stop()`` returns the robot's counters.
-
-    :param priority: SCHED_FIFO priority of the robot process (Linux, root / CAP_SYS_NICE), like a robot
-        controller's real-time firmware; None keeps the default scheduler.
-    :param kwargs: ``SimRobot`` arguments.
-    """
-
-    def __init__(self, priority: int | None = None, **kwargs: Any) -> None:
-        ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve_child, args=(child, kwargs, priority), daemon=True)
-        self.process.start()
-        child.close()  # only the child holds it now: if the child dies, recv() raises EOFError instead of hanging
-        self.port_name: str = self._receive(PROCESS_START_TIMEOUT_S, "start")
-
-    def _receive(self, timeout_s: float, what: str) -> Any:
-        try:
-            if self._conn.poll(timeout_s):
-                return self._conn.recv()
-        except EOFError:
-            pass
-        self.process.kill()
-        self.process.join()
-        raise RuntimeError(
-            f"the simulated robot process did not {what} within {timeout_s} s (exit code {self.process.exitcode}); "
-            "run SimRobot in this process to see its error"
-        )
-
-    def stop(self) -> dict[str, int]:
-        self._conn.send("stop")
-        counts = self._receive(PROCESS_STOP_TIMEOUT_S, "stop")
-        self.process.join()
-        return counts

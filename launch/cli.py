@@ -4,6 +4,10 @@ Each subcommand reads its launch file (``launch/<job>.yaml`` by default, or ``--
 ``--set key.sub=value`` overrides, validates, writes the resolved config under ``runs/<name>/`` and runs the job.
 Heavy imports (torch, MuJoCo, SB3) happen only inside the job that needs them, so ``robot-grpo run`` on the
 robot needs no torch.
+
+An expected error (a bad launch file or override, a package that fails its checks, a bad robot spec, a robot that
+does not fit the package, a port that will not open, a silent robot, a bad goals file) prints one line naming the
+key or file and the fix, and exits with status 2; ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import argparse
 import importlib
 import logging
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +24,48 @@ import yaml
 
 from launch.jobs import JOBS, read_launch_yaml, validate_launch
 from launch.schema import LaunchError
+
+EXIT_USAGE = 2  # an expected error: bad input, named in one line
+# Library loggers whose chatter buries the jobs' own progress lines (the jobs log through ``launch``/``deploy``):
+# INFO and WARNING notices about optional pieces we do not use (torchvision ops, symbolic shape inference).
+QUIET_LOGGERS = ("torch", "onnxscript", "onnx_ir", "onnxruntime", "matplotlib", "PIL", "ray", "stable_baselines3")
+
+
+def expected_errors() -> tuple[type[BaseException], ...]:
+    """The exception types that mean bad input or a bad environment, not a bug (imported lazily: robot side)."""
+    from deploy.robot_spec import RobotSpecError
+    from deploy.runtime.backends import BackendUnavailableError
+    from deploy.runtime.compatibility import CompatibilityError
+    from deploy.runtime.package import PackageError
+    from deploy.wire import LinkError
+
+    errors: list[type[BaseException]] = [
+        LaunchError,
+        RobotSpecError,
+        PackageError,
+        CompatibilityError,
+        BackendUnavailableError,
+        LinkError,
+        TimeoutError,
+        FileNotFoundError,
+    ]
+    try:
+        from calibration.probe_session import CalibrationError
+
+        errors.append(CalibrationError)
+    except ImportError:  # pragma: no cover - the calibration package is always installed with the runtime
+        pass
+    return tuple(errors)
+
+
+def quiet_libraries() -> None:
+    """Keep third-party warnings and INFO logs out of the jobs' output (they are still raised as errors)."""
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|onnxscript|gymnasium|stable_baselines3)")
+
 
 LAUNCH_DIR = Path(__file__).resolve().parent
 DEFAULT_LAUNCH_FILES = {
@@ -84,15 +131,18 @@ def run_job(config: dict[str, Any]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="robot-grpo", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for job in JOBS:
         p = sub.add_parser(job, help=HELP[job], description=HELP[job])
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show an error's traceback")
         p.add_argument("--config", help=f"launch file (default: launch/{DEFAULT_LAUNCH_FILES[job]})")
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a launch key")
         p.add_argument("--name", help="run name (runs/<name>/)")
         if job == "demo":
             p.add_argument("--quick", action="store_true", help="start from the shipped default model")
     p = sub.add_parser("launch", help="run a launch file (its 'job' picks the subcommand)")
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show an error's traceback")
     p.add_argument("file", help="launch/*.yaml")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a launch key")
     return parser
@@ -103,14 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     commands = (*JOBS, "launch")
     if argv and not argv[0].startswith("-") and argv[0] not in commands:
-        print(f"robot-grpo: error: unknown command {argv[0]!r}; choose from {', '.join(commands)}\n", file=sys.stderr)
-        parser.print_help()
-        return 2
+        print(f"robot-grpo: error: unknown command {argv[0]!r}; choose from {', '.join(commands)}", file=sys.stderr)
+        return EXIT_USAGE
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    quiet_libraries()
     if args.command is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         if args.command == "launch":
             config = resolve_config(None, args.file, args.set)
@@ -122,9 +172,19 @@ def main(argv: list[str] | None = None) -> int:
                 overrides.append("quick=true")
             config = resolve_config(args.command, args.config, overrides)
         return run_job(config)
-    except LaunchError as err:
-        print(f"robot-grpo: error: {err}", file=sys.stderr)
-        return 2
+    except expected_errors() as err:
+        if args.debug:
+            raise
+        print(f"robot-grpo: error: {one_line(err)}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def one_line(err: BaseException) -> str:
+    """The error's message on one line (a multi-line message is joined with '; ')."""
+    text = str(err) or type(err).__name__
+    if isinstance(err, FileNotFoundError) and err.filename:
+        text = f"{err.filename}: {err.strerror or 'not found'}"
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``robot-grpo calibrate``: measure delay, noise and workspace through the robot link; write the file."""
+"""``robot-grpo calibrate``: measure delay, gain, noise and workspace through the robot link; write the spec."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from launch.jobs import write_resolved
 def calibrate(config: dict[str, Any], run_dir: Path) -> tuple[Path, dict[str, Any]]:
     """Probe the robot as the launch config says; returns the calibration file and the probe report."""
     from calibration.probe import ProbeConfig, calibrate
-    from calibration.schema import save_calibration
+    from deploy.robot_spec import save_robot_spec
     from deploy.wire import Link
 
     probe = ProbeConfig(
@@ -27,12 +27,12 @@ def calibrate(config: dict[str, Any], run_dir: Path) -> tuple[Path, dict[str, An
     port, process = start_robot(config["robot"], seed=0)
     try:
         with Link(port, baudrate=config["robot"]["baudrate"]) as link:
-            calibration, report = calibrate(link, probe)
+            spec, report = calibrate(link, probe)
     finally:
         if process is not None:
             process.stop()
-    path = save_calibration(calibration, out)
-    result = {"calibration_file": str(path), "calibration": calibration.to_dict(), "probe": asdict(report)}
+    path = save_robot_spec(spec, out)
+    result = {"calibration_file": str(path), "calibration": spec.to_dict(), "probe": asdict(report)}
     (run_dir / "calibration_report.json").write_text(json.dumps(result, indent=2, default=float))
     return path, result
 
@@ -42,9 +42,10 @@ def main(config: dict[str, Any]) -> int:
     write_resolved(config, run_dir)
     path, result = calibrate(config, run_dir)
     cal = result["calibration"]
-    delay = cal["action_delay"]
+    delay, gain = cal["action_delay"], cal["actuator_gain"]
     print(
         f"delay {delay['steps']} control steps ({delay['ms']:.0f} ms, spread {delay['spread_steps']}), "
+        f"gain {gain['per_axis']} (bound {gain['upper_bound']}), "
         f"noise {[round(1e3 * v, 2) for v in cal['observation_noise_std_m']]} mm, "
         f"workspace {cal['workspace']['low']} .. {cal['workspace']['high']} m -> {path}"
     )

@@ -2,15 +2,16 @@
 
     1 train GRPO + hindsight on delayed FetchReach (k=2) until 95% success or budget   (--quick: models/default)
     2 export and verify the policy package                                             (--quick: models/default)
-    3 calibrate the simulated robot through the link (delay, noise, workspace)
-    4 run the safe controller on the robot (real time, 25 Hz) with that calibration
-    5 the robot drifts (longer delay, actuator gain error): run again to see the damage
+    3 calibrate the simulated robot through the link (delay, gain, noise, workspace): its robot spec
+    4 run the safe controller on the robot (real time, 25 Hz) with that spec
+    5 the robot drifts (delay 2 -> 6 steps, actuators x1.5); recalibrate it: the startup check refuses the k=2
+      package (one line naming both delays); run with the explicit, logged override to see the damage
     6 the production line repeats targets with exploration on -> tick logs
     7 fine-tune with EWC from those logs -> gate -> atomic promotion (or the running policy stays)
-    8 run the promoted policy on the drifted robot
+    8 run the current policy on the drifted robot (its spec now fits the fine-tuned package): before and after
 
 Writes ``runs/<name>/report.md`` (learning curve, success per stage, latency histogram, interventions,
-calibration) and each stage's outputs in its own folder.
+calibration before and after the drift, the gate) and each stage's outputs in its own folder.
 """
 
 from __future__ import annotations
@@ -57,14 +58,40 @@ def _run_stage(config: dict[str, Any], out: Path, name: str, package: str, robot
     from launch.job_run import run
 
     episodes = config["quick_episodes"] if config["quick"] else config["episodes"]
-    sub = _sub("run", name, out, package=package, robot=robot, episodes=episodes, **extra)
+    sub = _sub("run", name, out, **{"package": package, "robot": robot, "episodes": episodes, **extra})
     run_dir = out / name
     write_resolved(sub, run_dir)
     return run(sub, run_dir)
 
 
-def demo(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+def _calibrate_stage(run_dir: Path, name: str, robot: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
     from launch.job_calibrate import calibrate
+
+    cal_config = _sub("calibrate", name, run_dir, robot={**robot, "lockstep": True}, out=str(run_dir / f"{name}.yaml"))
+    return calibrate(cal_config, run_dir)
+
+
+def _refusal(spec_path: Path, package: str) -> str:
+    """The startup check's one line for this spec and package ("" when they fit)."""
+    from deploy.robot_spec import load_robot_spec
+    from deploy.runtime.compatibility import CompatibilityError, check_compatibility
+    from deploy.runtime.package import load_package
+
+    loaded = load_package(package)
+    try:
+        check_compatibility(load_robot_spec(spec_path), loaded.contract, loaded.action_delay_steps, package)
+    except CompatibilityError as err:
+        return str(err)
+    return ""
+
+
+def _spec_summary(result: dict[str, Any]) -> str:
+    cal = result["calibration"]
+    gain = cal["actuator_gain"]
+    return f"delay {cal['action_delay']['steps']} steps, gain {gain['per_axis']} (bound {gain['upper_bound']})"
+
+
+def demo(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     from launch.job_export import export
     from launch.job_finetune import finetune
     from launch.job_run import tick_latencies
@@ -73,7 +100,7 @@ def demo(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     quick = config["quick"]
     stages = Stages(8)
     robot = dict(config["robot"])
-    env = {"id": "DelayedFetchReach-v0", "delay": robot["delay"]}
+    env = {"id": "DelayedFetchReach-v0"}  # the delay and noise: calibration/sim_fetch.yaml, the robot's spec
     results: dict[str, Any] = {"quick": quick}
 
     stages.start("train" if not quick else "load the shipped default model")
@@ -106,12 +133,9 @@ def demo(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     stages.done(f"{package}: checks {'passed' if verified.manifest['checks']['passed'] else 'FAILED'}")
 
     stages.start("calibrate the robot")
-    calib_robot = {**robot, "lockstep": True}
-    cal_config = _sub("calibrate", "calibrate", run_dir, robot=calib_robot, out=str(run_dir / "calibration.yaml"))
-    cal_path, cal_result = calibrate(cal_config, run_dir)
+    cal_path, cal_result = _calibrate_stage(run_dir, "calibration", robot)
     results["calibration"] = cal_result["calibration"]
-    delay = cal_result["calibration"]["action_delay"]
-    stages.done(f"delay {delay['steps']} steps ({delay['ms']:.0f} ms) -> {cal_path}")
+    stages.done(f"{_spec_summary(cal_result)} -> {cal_path}")
 
     stages.start("run on the robot")
     base = _run_stage(config, run_dir, "run_base", package, robot, calibration=str(cal_path))
@@ -119,21 +143,29 @@ def demo(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     stages.done(f"success {100 * base['success_rate']:.0f}% over {base['episodes']} episodes")
 
     drifted = {**robot, "delay": config["shift_delay"], "action_gain": config["shift_action_gain"]}
-    stages.start(f"the robot drifts (delay {config['shift_delay']} steps, actuator gain {config['shift_action_gain']})")
-    shifted = _run_stage(config, run_dir, "run_drifted", package, drifted, calibration=str(cal_path))
-    results["run_drifted"] = shifted
     results["drift"] = {"delay_steps": config["shift_delay"], "action_gain": config["shift_action_gain"]}
-    stages.done(f"success {100 * shifted['success_rate']:.0f}%")
+    stages.start(
+        f"the robot drifts (delay {config['shift_delay']} steps, actuators x{config['shift_action_gain']}): "
+        "recalibrate, run the k=2 package with the explicit override"
+    )
+    drift_path, drift_result = _calibrate_stage(run_dir, "calibration_drifted", drifted)
+    results["calibration_drifted"] = drift_result["calibration"]
+    results["refusal"] = _refusal(drift_path, package)
+    shifted = _run_stage(
+        config, run_dir, "run_drifted", package, drifted, calibration=str(drift_path), override_compatibility=True
+    )
+    results["run_drifted"] = shifted
+    stages.done(f"{_spec_summary(drift_result)}; success {100 * shifted['success_rate']:.0f}%")
 
     stages.start("production line with exploration (tick logs)")
-    line_robot = {**drifted, "lockstep": True}
     line = _sub(
         "run",
         "line",
         run_dir,
         package=package,
-        robot=line_robot,
-        calibration=str(cal_path),
+        robot={**drifted, "lockstep": True},
+        calibration=str(drift_path),
+        override_compatibility=True,
         episodes=config["line_targets"] * config["line_attempts"],
         attempts_per_target=config["line_attempts"],
         explore=True,
@@ -160,8 +192,8 @@ def demo(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         checkpoint=str(checkpoint),
         logs=line_summary["ticklog"],
         env=env,
-        robot=drifted,
-        calibration=str(cal_path),
+        robot={**robot, "action_gain": config["shift_action_gain"]},  # the rest (delay 6) from the drifted spec
+        calibration=str(drift_path),
         gate_episodes=config["gate_episodes"],
         group_size=config["line_attempts"],
     )
@@ -174,7 +206,16 @@ def demo(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     from deploy.finetune.promote import PackageStore
 
     current = str(PackageStore(store).resolve_current())
-    after = _run_stage(config, run_dir, "run_finetuned", current, drifted, calibration=str(cal_path))
+    results["refusal_after"] = _refusal(drift_path, current)
+    after = _run_stage(
+        config,
+        run_dir,
+        "run_finetuned",
+        current,
+        drifted,
+        calibration=str(drift_path),
+        override_compatibility=bool(results["refusal_after"]),
+    )
     results["run_finetuned"] = after
     stages.done(f"success {100 * after['success_rate']:.0f}%")
 
@@ -208,32 +249,42 @@ def write_report(results: dict[str, Any], run_dir: Path, total_s: float) -> Path
         lines.append("No learning curve recorded for the shipped model.")
     lines += ["", "## Policy package checks", "", results["package_report"].split("\n", 1)[1].strip()]
 
-    cal = results["calibration"]
-    delay = cal["action_delay"]
-    noise_mm = ", ".join(f"{1e3 * v:.2f}" for v in cal["observation_noise_std_m"])
-    box = cal["workspace"]
+    lines += ["", "## Calibration (measured through the link): the robot spec before and after the drift", ""]
+    rows = []
+    for key, label in (("calibration", "as delivered"), ("calibration_drifted", "after the drift")):
+        cal = results[key]
+        gain, box = cal["actuator_gain"], cal["workspace"]
+        rows.append(
+            [
+                label,
+                f"{cal['action_delay']['steps']} ({cal['action_delay']['ms']:.0f} ms)",
+                ", ".join(f"{v:.3f}" for v in gain["per_axis"]),
+                f"{gain['upper_bound']:.3f}",
+                ", ".join(f"{1e3 * v:.2f}" for v in cal["observation_noise_std_m"]),
+                f"{[round(v, 3) for v in box['low']]} .. {[round(v, 3) for v in box['high']]}",
+            ]
+        )
+    lines.append(
+        markdown_table(
+            ["robot", "delay, steps", "gain per axis (m/m)", "gain bound", "noise (mm)", "workspace (m)"], rows
+        )
+    )
     lines += [
         "",
-        "## Calibration (measured through the link)",
+        "Startup check of the k=2 package against the drifted robot's spec (`robot-grpo run` refuses it unless "
+        "`override_compatibility: true`, which the drifted runs below set and log):",
         "",
-        f"- delay: {delay['steps']} control steps = {delay['ms']:.0f} ms (spread {delay['spread_steps']} steps)",
-        f"- position noise at rest: {noise_mm} mm (x, y, z)",
-        f"- workspace: {[round(v, 3) for v in box['low']]} .. {[round(v, 3) for v in box['high']]} m",
+        f"> {results['refusal'] or 'no mismatch'}",
     ]
 
     rows = []
+    finetuned = (
+        "fine-tuned policy (promoted)" if results["finetune"]["promoted"] else "running policy (kept by the gate)"
+    )
     for key, label in (
         ("run_base", "robot as calibrated, sim-trained policy"),
-        ("run_drifted", "drifted robot, sim-trained policy"),
-        (
-            "run_finetuned",
-            "drifted robot, "
-            + (
-                "fine-tuned policy (promoted)"
-                if results["finetune"]["promoted"]
-                else "running policy (kept by the gate)"
-            ),
-        ),
+        ("run_drifted", "drifted robot, recalibrated, sim-trained policy (override)"),
+        ("run_finetuned", f"drifted robot, recalibrated, {finetuned}"),
     ):
         s = results[key]
         t = s["timing"]
@@ -246,6 +297,7 @@ def write_report(results: dict[str, Any], run_dir: Path, total_s: float) -> Path
                 f"{1e3 * t['latency_s_p99']:.2f}",
                 f"{1e3 * t['jitter_s_p99']:.2f}",
                 int(t["overruns"]),
+                s["counts"].get("safe_stops", 0),
                 _interventions(s),
             ]
         )
@@ -267,6 +319,7 @@ def write_report(results: dict[str, Any], run_dir: Path, total_s: float) -> Path
                 "tick p99 ms",
                 "jitter p99 ms",
                 "overruns",
+                "safe stops",
                 "safety interventions (ticks)",
             ],
             rows,

@@ -17,6 +17,11 @@ def export(config: dict[str, Any], overwrite: bool = True) -> Path:
     from robot_grpo.grpo import GRPO
 
     env_id, env_kwargs = config["env"]["id"], env_kwargs_from(config["env"])
+    if not Path(config["checkpoint"]).is_file():
+        raise FileNotFoundError(
+            f"checkpoint {config['checkpoint']} does not exist; train one first (robot-grpo train writes "
+            "runs/<name>/model.zip) or set checkpoint to an existing .zip"
+        )
     model = GRPO.load(config["checkpoint"], device="cpu")
     env = make_env(env_id, env_kwargs)
     try:

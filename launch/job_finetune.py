@@ -13,14 +13,23 @@ from launch.jobs import write_resolved
 from launch.training import env_kwargs_from
 
 
-def robot_env_kwargs(robot: dict[str, Any], history_len: int) -> dict[str, Any]:
-    """Sim env kwargs of the robot's current condition; the observation keeps the policy's history length."""
+def robot_env_kwargs(robot: dict[str, Any], spec: Any, history_len: int) -> dict[str, Any]:
+    """Sim env kwargs of the robot's current condition: its spec (delay, noise), the launch file's explicit
+    simulation settings over it (``robot.delay``, ``robot.obs_noise_std_m``, ``robot.action_gain``: how the
+    simulated robot differs), and the policy's history length."""
     return {
-        "delay": robot["delay"],
+        "spec": spec,
+        "delay": spec.delay_steps if robot["delay"] is None else robot["delay"],
         "action_gain": robot["action_gain"],
         "obs_noise_std_m": robot["obs_noise_std_m"],
         "history_len": history_len,
     }
+
+
+def widened_delay_range(trained: tuple[int, int], robot: tuple[int, int]) -> tuple[int, int]:
+    """The delays a fine-tuned candidate counts as trained for: the running package's and the robot's now (it was
+    tuned on the robot's logs and gated on both conditions), as one inclusive range in control steps."""
+    return min(trained[0], robot[0]), max(trained[1], robot[1])
 
 
 def seed_store(store: Any, package: str | Path, checkpoint: str | Path, name: str = "base") -> None:
@@ -44,11 +53,11 @@ def logged_episode_steps(logs: str | Path, contract: Any, model_steps: int) -> i
 
 def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """One round as the launch config says; returns the gate report (dict) and where the store points."""
-    from calibration.schema import DEFAULT_SIM_CALIBRATION, load_calibration
     from deploy.export.rollouts import make_env
     from deploy.finetune.gate import GateConfig
     from deploy.finetune.promote import PackageStore
     from deploy.finetune.round import RoundConfig, run_round
+    from deploy.robot_spec import DEFAULT_SIM_SPEC, load_robot_spec
     from deploy.runtime.safety import SafetyLimits
     from robot_grpo.ewc import DEFAULT_EWC_LAMBDA
     from robot_grpo.grpo import GRPO
@@ -60,13 +69,12 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     env_id, env_kwargs = config["env"]["id"], env_kwargs_from(config["env"])
     model = GRPO.load(str(store.checkpoint_path(running_name)), device="cpu")
     history_len = running.contract.history_len
+    spec = load_robot_spec(config["calibration"] or DEFAULT_SIM_SPEC)  # the robot as it is now
     gate_envs = {
         "original": make_env(env_id, env_kwargs),
-        "current": make_env(env_id, robot_env_kwargs(config["robot"], history_len)),
+        "current": make_env(env_id, robot_env_kwargs(config["robot"], spec, history_len)),
     }
-    limits = SafetyLimits.from_calibration(
-        load_calibration(config["calibration"] or DEFAULT_SIM_CALIBRATION), running.contract
-    )
+    limits = SafetyLimits.from_spec(spec, running.contract)
     lam = DEFAULT_EWC_LAMBDA if config["ewc_lambda"] is None else config["ewc_lambda"]
     n_steps = logged_episode_steps(config["logs"], running.contract, model.n_steps)
     candidate = f"ft-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -88,6 +96,7 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
                 seed=config["seed"],
             ),
             gate_config=GateConfig(n_episodes=config["gate_episodes"]),
+            trained_delay_range=widened_delay_range(running.action_delay_steps, spec.delay_range),
         )
     finally:
         for env in gate_envs.values():

@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 TICKLOG_NAME = "ticks.tlog"
 HOME_TICKS_PER_EPISODE = 4  # ticks spent homing and holding between episodes
 EXTRA_TICKS = 50  # startup hold and slack before the tick limit ends a run
+LOSSY_LINK_TICKS = 2.0  # tick budget per episode tick: a lossy link costs held ticks and resent HOMEs
 
 
 def sim_goals(
@@ -56,22 +57,35 @@ def sim_goals(
 
 def read_goals_file(path: str | Path, episodes: int) -> np.ndarray:
     """Targets from a YAML list of [x, y, z] (metres), cycled to ``episodes`` targets."""
-    data = yaml.safe_load(Path(path).read_text())
-    goals = np.asarray(data, dtype=np.float64) if isinstance(data, list) and data else None
-    if goals is None or goals.ndim != 2 or goals.shape[1] != 3:
-        raise LaunchError(f"{path}: expected a YAML list of [x, y, z] targets in metres")
+    path = Path(path)
+    if not path.is_file():
+        raise LaunchError(f"goals file {path} does not exist; 'goals_file' must be a YAML list of [x, y, z] metres")
+    try:
+        data = yaml.safe_load(path.read_text())
+        goals = np.asarray(data, dtype=np.float64) if isinstance(data, list) and data else None
+    except (yaml.YAMLError, ValueError, TypeError):
+        goals = None
+    if goals is None or goals.ndim != 2 or goals.shape[1] != 3 or not np.all(np.isfinite(goals)):
+        raise LaunchError(f"{path}: expected a YAML list of finite [x, y, z] targets in metres, e.g. [[1.3, 0.7, 0.5]]")
     return goals[np.arange(episodes) % len(goals)]
 
 
 def start_robot(robot: dict[str, Any], seed: int) -> tuple[str, Any]:
-    """The port to connect to, and the simulated robot process (None for a real port)."""
+    """The port to connect to, and the simulated robot process (None for a real port).
+
+    The simulated robot is what its own spec (``calibration/sim_fetch.yaml``) says, with the launch file's
+    ``robot.delay`` / ``robot.obs_noise_std_m`` / ``robot.action_gain`` as explicit simulation settings (a drift);
+    the runtime knows it only through the calibration file it is given, like a real arm.
+    """
     if robot["kind"] == "serial":
         if not robot["port"]:
             raise LaunchError("'robot.port' is required when 'robot.kind' is serial (e.g. /dev/ttyUSB0)")
         return robot["port"], None
-    from envs.sim_robot import SimRobotProcess
+    from envs.sim_robot import SimFaults
+    from envs.sim_robot_process import SimRobotProcess
 
     process = SimRobotProcess(
+        faults=SimFaults(corrupt_prob=robot["byte_error_rate"]),
         mode="lockstep" if robot["lockstep"] else "realtime",
         delay=robot["delay"],
         obs_noise_std_m=robot["obs_noise_std_m"],
@@ -81,30 +95,49 @@ def start_robot(robot: dict[str, Any], seed: int) -> tuple[str, Any]:
     return process.port_name, process
 
 
-def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """Run the controller as the launch config says; returns the run summary (also in run_report.json)."""
-    from calibration.schema import DEFAULT_SIM_CALIBRATION, load_calibration
-    from deploy.runtime.goals import GoalSource
-    from deploy.runtime.loop import Controller
-    from deploy.runtime.loop_config import LoopConfig
+def checked_package(config: dict[str, Any], spec: Any) -> tuple[Any, list[str]]:
+    """Load the package and check it against the robot spec; a mismatch stops here unless overridden (logged)."""
+    from deploy.runtime.compatibility import check_compatibility
     from deploy.runtime.package import load_package
-    from deploy.runtime.safety import SafetyLimits
-    from deploy.runtime.ticklog import TickLogWriter
 
     package = load_package(config["package"])
+    override = config["override_compatibility"]
+    problems = check_compatibility(
+        spec, package.contract, package.action_delay_steps, str(package.folder), override=override
+    )
+    for problem in problems:
+        logger.warning("override_compatibility: running although %s", problem)
+    return package, problems
+
+
+def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """Run the controller as the launch config says; returns the run summary (also in run_report.json)."""
+    from deploy.robot_spec import DEFAULT_SIM_SPEC, load_robot_spec
+    from deploy.runtime.goals import GoalSource
+    from deploy.runtime.hotswap import PolicySlot, StoreFollower
+    from deploy.runtime.loop import Controller
+    from deploy.runtime.loop_config import LoopConfig
+    from deploy.runtime.ticklog import TickLogWriter
+
+    spec = load_robot_spec(config["calibration"] or DEFAULT_SIM_SPEC)
+    package, mismatched = checked_package(config, spec)
     contract = package.contract
-    policy = package.make_backend(config["backend"], config["variant"])
+    policy: Any = package.make_backend(config["backend"], config["variant"])
     if config["explore"]:
         from deploy.runtime.exploration import GaussianExploration, policy_std
 
         policy = GaussianExploration(policy, policy_std(package), seed=config["seed"])
-    calibration = load_calibration(config["calibration"] or DEFAULT_SIM_CALIBRATION)
-    limits = SafetyLimits.from_calibration(calibration, contract)
+    follower = None
+    if config["follow_store"]:
+        if config["explore"]:
+            raise LaunchError("'follow_store' and 'explore' cannot be combined: a swapped-in package has no noise")
+        policy = PolicySlot(policy, label=package.folder.name)
+        follower = StoreFollower(policy, config["follow_store"], spec, config["backend"], config["variant"])
     episodes, robot = config["episodes"], config["robot"]
     # A production line repeats its targets: attempts at one target are consecutive and share its seed.
     attempts = config["attempts_per_target"]
     n_targets = -(-episodes // attempts)
-    box = (calibration.workspace_low, calibration.workspace_high)
+    box = (spec.workspace_low, spec.workspace_high)
     skipped = 0
     if config["goals_file"]:
         targets = read_goals_file(config["goals_file"], n_targets)
@@ -112,7 +145,8 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     elif robot["kind"] == "sim":
         # The sim task's goals that lie in the calibrated box (FetchReach draws z down to 0.385 m, below a
         # measured floor): a target outside the workspace is not a task, the GoalSource would refuse it.
-        targets, target_seeds, skipped = sim_goals(config["seed"], n_targets, robot["delay"], box)
+        delay = spec.delay_steps if robot["delay"] is None else robot["delay"]
+        targets, target_seeds, skipped = sim_goals(config["seed"], n_targets, delay, box)
     else:
         raise LaunchError("'goals_file' is required on a real robot: the targets of the line, [x, y, z] metres")
     index = [i // attempts for i in range(episodes)]
@@ -125,10 +159,11 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         )
     period_s = config["period_s"] or contract.control_period_s
     startup_ticks = math.ceil(LoopConfig.startup_timeout_s / period_s)  # a silent robot fails at startup first
+    episode_ticks = math.ceil(episodes * (steps + HOME_TICKS_PER_EPISODE) * LOSSY_LINK_TICKS)
     loop_config = LoopConfig(
         period_s=config["period_s"],
         max_episode_steps=steps,
-        max_ticks=episodes * (steps + HOME_TICKS_PER_EPISODE) + startup_ticks + EXTRA_TICKS,
+        max_ticks=episode_ticks + startup_ticks + EXTRA_TICKS,
         realtime_priority=config["realtime_priority"],
     )
     port, process = start_robot(robot, config["seed"])
@@ -142,8 +177,12 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     )
     ticklog = TickLogWriter(run_dir / TICKLOG_NAME)
     try:
-        report = Controller(port, contract, policy, limits, goals, loop_config, ticklog=ticklog).run()
+        if follower is not None:
+            follower.start()
+        report = Controller(port, contract, policy, spec, goals, loop_config, ticklog=ticklog).run()
     finally:
+        if follower is not None:
+            follower.stop()
         ticklog.close()
         if process is not None:
             process.stop()
@@ -153,6 +192,9 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "variant": config["variant"],
         "explore": config["explore"],
         "robot": robot,
+        "robot_spec": {"robot_id": spec.robot_id, "file": str(config["calibration"] or DEFAULT_SIM_SPEC)},
+        "compatibility_overridden": mismatched,
+        "swaps": follower.swaps if follower is not None else [],
         "episodes": len(report.episodes),
         "success_rate": report.success_rate,
         "timing": report.timing,

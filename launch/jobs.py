@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from deploy.contract import MAX_DELAY_STEPS
+from deploy.robot_spec import SAFE_NAME
 from launch.schema import Field, LaunchError, Section, validate
 
 JOBS = ("train", "eval", "export", "run", "calibrate", "finetune", "demo", "population")
@@ -30,11 +32,19 @@ DEFAULT_CHECKPOINT = "models/default_checkpoint.zip"
 ENV = Section(
     {
         "id": Field("str", "DelayedFetchReach-v0", choices=ENV_IDS, doc="registered env id"),
-        "delay": Field("int", None, low=0, high=8, nullable=True, doc="fixed actuation delay, control steps"),
-        "delay_range": Field("list[int]", None, length=2, low=0, high=8, nullable=True, doc="[low, high] steps"),
-        "obs_noise_std_m": Field("float", None, low=0.0, high=0.1, nullable=True, doc="position noise, metres"),
+        "delay": Field(
+            "int", None, low=0, high=MAX_DELAY_STEPS, nullable=True, doc="override: fixed delay, control steps"
+        ),
+        "delay_range": Field(
+            "list[int]", None, length=2, low=0, high=MAX_DELAY_STEPS, nullable=True, doc="override: [low, high] steps"
+        ),
+        "obs_noise_std_m": Field(
+            "float", None, low=0.0, high=0.1, nullable=True, doc="override: position noise, metres"
+        ),
         "distance_threshold": Field("float", 0.05, low=1e-3, high=0.5, doc="success radius, metres"),
-        "calibration": Field("path", None, nullable=True, doc="calibration file (Fetch env defaults)"),
+        "calibration": Field(
+            "path", None, nullable=True, doc="robot spec file: delay and noise (default calibration/sim_fetch.yaml)"
+        ),
     },
     doc="the simulated task",
 )
@@ -85,10 +95,17 @@ ROBOT = Section(
         "kind": Field("str", "sim", choices=("sim", "serial"), doc="the simulated robot on a pty, or a serial port"),
         "port": Field("str", None, nullable=True, doc="serial port or pyserial URL (kind: serial)"),
         "baudrate": Field("int", 1_000_000, low=1200, high=20_000_000),
-        "delay": Field("int", 2, low=0, high=8, doc="simulated robot's actuation delay, control steps"),
-        "obs_noise_std_m": Field("float", 0.0, low=0.0, high=0.1, doc="simulated robot's position noise, metres"),
+        "delay": Field(
+            "int", None, low=0, high=MAX_DELAY_STEPS, nullable=True, doc="simulated robot's delay (null: its spec's)"
+        ),
+        "obs_noise_std_m": Field(
+            "float", None, low=0.0, high=0.1, nullable=True, doc="simulated robot's noise, metres (null: its spec's)"
+        ),
         "action_gain": Field("float", 1.0, low=0.1, high=2.0, doc="simulated robot's actuation gain error"),
         "lockstep": Field("bool", False, doc="simulated robot steps once per command (fast tests) vs real time"),
+        "byte_error_rate": Field(
+            "float", 0.0, low=0.0, high=0.1, doc="simulated robot: share of bytes corrupted on the link, both ways"
+        ),
     }
 )
 
@@ -144,7 +161,15 @@ SCHEMAS: dict[str, Section] = {
             "backend": Field("str", "ort-cpu", choices=BACKENDS),
             "variant": Field("str", "fp32", choices=VARIANTS),
             "robot": ROBOT,
-            "calibration": Field("path", None, nullable=True, doc="calibration file for the safety filter's box"),
+            "calibration": Field(
+                "path", None, nullable=True, doc="robot spec file (default calibration/sim_fetch.yaml)"
+            ),
+            "override_compatibility": Field(
+                "bool", False, doc="run although the robot spec and the package disagree (logged in the run report)"
+            ),
+            "follow_store": Field(
+                "path", None, nullable=True, doc="a package store: a promoted package swaps in between ticks"
+            ),
             "goals_file": Field("path", None, nullable=True, doc="YAML list of [x, y, z] targets (metres)"),
             "episodes": Field("int", 20, low=1),
             "episode_steps": Field("int", 50, low=1, high=10_000, doc="control steps per target"),
@@ -166,7 +191,7 @@ SCHEMAS: dict[str, Section] = {
     "calibrate": Section(
         {
             "robot": ROBOT,
-            "robot_id": Field("str", "sim_fetch"),
+            "robot_id": Field("str", "sim_fetch", doc="names the spec file: letters, digits, '.', '_', '-'"),
             "out": Field("path", None, nullable=True, doc="calibration file to write (default runs/<name>/<id>.yaml)"),
             "safe_box_low": Field("list[float]", [1.05, 0.40, 0.40], length=3, doc="metres"),
             "safe_box_high": Field("list[float]", [1.65, 1.10, 0.95], length=3, doc="metres"),
@@ -182,7 +207,9 @@ SCHEMAS: dict[str, Section] = {
             "logs": Field("path", required=True, doc="tick log file or folder from the runtime (explore: true)"),
             "env": ENV,
             "robot": ROBOT,
-            "calibration": Field("path", None, nullable=True, doc="calibration file (safety limits of the gate)"),
+            "calibration": Field(
+                "path", None, nullable=True, doc="robot spec now (gate: limits, delay, noise; default sim_fetch.yaml)"
+            ),
             "ewc_lambda": Field("float", None, low=0.0, nullable=True, doc="EWC strength; 0 = plain; null = default"),
             "n_updates": Field("int", 10, low=1, high=1000, doc="GRPO updates over the logged rows"),
             "group_size": Field("int", 8, low=2, high=256, doc="attempts at one target that form a GRPO group"),
@@ -198,7 +225,9 @@ SCHEMAS: dict[str, Section] = {
             "robot": ROBOT,
             "episodes": Field("int", 20, low=1, doc="episodes on the simulated robot per stage"),
             "quick_episodes": Field("int", 12, low=1, doc="episodes per stage with quick: true (3-minute budget)"),
-            "shift_delay": Field("int", 3, low=0, high=8, doc="the robot's drifted delay (>= the policy's history)"),
+            "shift_delay": Field(
+                "int", 6, low=0, high=MAX_DELAY_STEPS, doc="the robot's drifted delay (>= the policy's history)"
+            ),
             "shift_action_gain": Field("float", 1.5, low=0.5, high=1.5, doc="the robot's drifted actuator gain"),
             "line_targets": Field("int", 16, low=1, doc="targets of the production line (fine-tuning data)"),
             "line_attempts": Field("int", 8, low=2, doc="attempts per target (a GRPO group)"),
@@ -218,11 +247,20 @@ def validate_launch(data: Any, source: str = "<launch>") -> dict[str, Any]:
         if job not in SCHEMAS:
             raise LaunchError(f"'job' = {job!r} is not allowed; allowed values: {', '.join(JOBS)}")
         name = data.get("name", job)
-        if not isinstance(name, str) or not name or "/" in name:
-            raise LaunchError(f"'name' must be a non-empty string without '/', got {name!r}")
+        if not isinstance(name, str) or not SAFE_NAME.fullmatch(name):
+            raise LaunchError(
+                f"'name' = {name!r} is not a safe folder name: use 1-64 letters, digits, '.', '_' or '-', starting "
+                "with a letter or digit (it names runs/<name>/)"
+            )
         body = {k: v for k, v in data.items() if k not in ("job", "name")}
         resolved = validate(body, SCHEMAS[job])
         _check_consistency(job, resolved)
+        robot_id = resolved.get("robot_id")
+        if robot_id is not None and not SAFE_NAME.fullmatch(robot_id):
+            raise LaunchError(
+                f"'robot_id' = {robot_id!r} is not a safe file name: use 1-64 letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit (it names the spec file)"
+            )
     except LaunchError as err:
         raise LaunchError(f"{source}: {err}") from None
     return {"job": job, "name": name, **resolved}

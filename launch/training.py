@@ -19,12 +19,12 @@ EVAL_SEED_BASE = 1_000_000  # eval episodes use seeds disjoint from training's (
 
 def env_kwargs_from(env_section: dict[str, Any]) -> dict[str, Any]:
     """The env constructor kwargs of a launch file's ``env`` section (unset keys left to the env's defaults)."""
-    kwargs = {k: v for k, v in env_section.items() if k != "id" and v is not None}
+    kwargs = {k: v for k, v in env_section.items() if k not in ("id", "calibration") and v is not None}
     if "delay_range" in kwargs:
         kwargs["delay_range"] = tuple(kwargs["delay_range"])
         kwargs.pop("delay", None)
-    if env_section["id"] != "DelayedFetchReach-v0":
-        kwargs.pop("calibration", None)
+    if env_section["id"] == "DelayedFetchReach-v0" and env_section.get("calibration"):
+        kwargs["spec"] = env_section["calibration"]  # the robot spec: the delay and noise unless overridden
     return kwargs
 
 
@@ -101,23 +101,23 @@ def shipped_action(model: Any) -> ActFn:
 
 
 def safety_filter_check(env_id: str, env_kwargs: dict[str, Any], act: ActFn, seeds: list[int]) -> dict[str, Any] | None:
-    """Closed-loop episodes behind the safety filter that the env's calibration file defines (as on the robot).
+    """Closed-loop episodes behind the safety filter that the env's robot spec defines (as on the robot).
 
     A policy trained far past its success target tends to take larger steps and lean on the workspace barrier
     near the box faces; this measures it. Goals outside the box are skipped (counted).
 
     :return: success rate, interventions per episode, safe stops and skipped goals; None for an env without a
-        calibration file (PointReach).
+        robot spec (PointReach).
     """
     from deploy.finetune.gate import closed_loop_eval
     from deploy.runtime.safety import SafetyLimits
 
     env = make_env(env_id, env_kwargs)
-    calibration = getattr(env.unwrapped, "calibration", None)
-    if calibration is None:
+    spec = getattr(env.unwrapped, "robot_spec", None)
+    if spec is None:
         return None
     contract = env_contract(env)
-    result = closed_loop_eval(act, env, contract, seeds, SafetyLimits.from_calibration(calibration, contract))
+    result = closed_loop_eval(act, env, contract, seeds, SafetyLimits.from_spec(spec, contract))
     return {
         "success_rate": result.success_rate,
         "interventions_per_episode": result.interventions_per_episode,

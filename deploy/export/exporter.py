@@ -161,6 +161,7 @@ def export_package(
     ewc_anchor: EwcAnchor | None = None,
     config: ExportConfig | None = None,
     overwrite: bool = False,
+    trained_delay_range: tuple[int, int] | None = None,
 ) -> Path:
     """Export ``source`` to a verified package in ``out_dir`` and return its path.
 
@@ -172,6 +173,9 @@ def export_package(
     :param ewc_anchor: optional EWC anchor to ship as ``ewc.npz``.
     :param config: check sizes and seeds.
     :param overwrite: replace an existing ``out_dir``.
+    :param trained_delay_range: the actuation delays (control steps, inclusive) the policy was trained on, when
+        they are more than the export env's (a policy fine-tuned on a robot whose delay grew); the manifest records
+        it as what the policy was trained for, and ``robot-grpo run`` checks robots against it.
     """
     config = config or ExportConfig()
     out_dir = Path(out_dir)
@@ -195,7 +199,7 @@ def export_package(
             ewc_anchor.save(work / EWC_FILE)
         report["problems"] = check_report(report)
         write_report(work, report)
-        manifest = _manifest(contract, env, prov, report, work, ewc_anchor, config)
+        manifest = _manifest(contract, env, prov, report, work, ewc_anchor, config, trained_delay_range)
         write_manifest(work, manifest)
         if report["problems"] and config.strict:
             rejected = out_dir.with_name(out_dir.name + ".rejected")
@@ -316,6 +320,25 @@ def _try_engine(work: Path, config: ExportConfig) -> dict[str, Any]:
     return {**facts, "detail": f"built and checked here; engines are device-specific, rebuild on the target: {command}"}
 
 
+def _trained_for(env: Any, delay_range: tuple[int, int]) -> dict[str, Any] | None:
+    """What the policy was trained for: the robot spec the sim env was built from, with the delay range and noise
+    the env actually used (an explicit override in the launch file wins over the spec, and is what counts)."""
+    sim = env.unwrapped
+    spec = getattr(sim, "robot_spec", None)
+    if spec is None:
+        return None
+    low, high = delay_range
+    return {
+        "robot_id": spec.robot_id,
+        "spec_date": spec.date,
+        "control_period_s": spec.control_period_s,
+        "command_scale_m": spec.command_scale_m,
+        "action_delay_steps": {"low": int(low), "high": int(high)},
+        "observation_noise_std_m": [float(v) for v in sim.obs_noise_std_m],
+        "action_gain": float(sim.action_gain),
+    }
+
+
 def _manifest(
     contract: Any,
     env: Any,
@@ -324,8 +347,9 @@ def _manifest(
     work: Path,
     ewc_anchor: EwcAnchor | None,
     config: ExportConfig,
+    trained_delay_range: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    low, high = env.unwrapped.delay_range
+    low, high = trained_delay_range or env.unwrapped.delay_range
     variants = {v: VARIANT_FILES[v] for v in ("fp32", "fp16", "int8")}
     if (work / VARIANT_FILES["engine"]).exists():
         variants["engine"] = VARIANT_FILES["engine"]
@@ -347,6 +371,7 @@ def _manifest(
             "meaning": "the last history_len commands sent; with delay k the last k rows are still pending",
         },
         "action_delay_steps": {"low": int(low), "high": int(high)},
+        "trained_for": _trained_for(env, (low, high)),
         "action_delay_s": {"low": low * contract.control_period_s, "high": high * contract.control_period_s},
         "control_period_s": contract.control_period_s,
         "io": {

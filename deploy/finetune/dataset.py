@@ -27,6 +27,7 @@ class LogDataset:
     episodes: list[LoggedEpisode] = field(default_factory=list)
     n_records: int = 0
     skipped_wrong_shape: int = 0  # episodes whose observations do not match the contract
+    skipped_held: int = 0  # episodes with ticks the runtime held without asking the policy (stale, implausible state)
     skipped_stopped: int = 0  # episodes that ended in a safe stop
 
     @property
@@ -49,6 +50,9 @@ def episodes_from_records(
     """
     out = LogDataset(n_records=len(records))
     for ticks in split_episodes(records, min_length=MIN_EPISODE_TICKS):
+        if any(t.obs_flat.size == 0 for t in ticks):  # a held tick: no observation, not the policy's doing
+            out.skipped_held += 1
+            continue
         obs = stack_field(ticks, "obs_flat")
         proposed = stack_field(ticks, "proposed")
         if obs.shape[1] != contract.flat_dim or proposed.shape[1] != contract.action_dim:

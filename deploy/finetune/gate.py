@@ -29,7 +29,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from deploy.contract import ObservationContract
+from deploy.contract import ObservationContract, in_flight_displacement_m
 from deploy.runtime.package import PolicyPackage
 from deploy.runtime.safety import SafetyLimits, filter_action
 
@@ -95,10 +95,13 @@ class GateReport:
         }
 
 
-def _pending_displacement_m(observation: np.ndarray, contract: ObservationContract, dims: int) -> np.ndarray:
-    """Summed displacement (metres) of the commands in the observation's history (all still in flight)."""
-    history = observation[contract.state_dim :].reshape(contract.history_len, contract.action_dim)
-    return history[:, :dims].sum(axis=0) * contract.action_scale_m
+def _pending_displacement_m(env: gym.Env, contract: ObservationContract, dims: int) -> np.ndarray:
+    """Summed displacement (metres) of the commands in the simulated robot's delay line (all still in flight), as a
+    robot reports its line: the env's last ``delay`` commands, which may be more than the policy's history shows."""
+    sim = env.unwrapped
+    line = sim.history.get_state()
+    delay = int(sim.delay)
+    return in_flight_displacement_m(line[len(line) - delay :] if delay else line[:0], contract.action_scale_m, dims)
 
 
 def closed_loop_eval(
@@ -140,7 +143,7 @@ def closed_loop_eval(
                 state = obs["observation"]
                 result = filter_action(
                     state[position],
-                    _pending_displacement_m(state, contract, limits.position_dims),
+                    _pending_displacement_m(env, contract, limits.position_dims),
                     proposed,
                     previous,
                     FRESH_STATE_AGE_S,
@@ -222,7 +225,7 @@ def run_gate(
     :param candidate: the fine-tuned package (already exported and verified by ``load_package``).
     :param running: the package the robot runs now.
     :param envs: the two simulated tasks.
-    :param limits: the robot's safety limits (``SafetyLimits.from_calibration``); None counts only NaN holds.
+    :param limits: the robot's safety limits (``SafetyLimits.from_spec``); None counts only NaN holds.
     :param backend: inference backend for both packages (the robot's).
     :param variant: model variant for both packages (the robot's).
     """

@@ -34,11 +34,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from deploy.runtime.hotswap import CURRENT_LINK as CURRENT
 from deploy.runtime.package import PolicyPackage, load_package
 
 PACKAGES = "packages"
 CHECKPOINTS = "checkpoints"
-CURRENT = "current"
 PREVIOUS = "previous"
 HISTORY = "history.jsonl"
 TMP_PREFIX = ".tmp-"

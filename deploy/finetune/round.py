@@ -143,6 +143,7 @@ def run_round(
     config: RoundConfig | None = None,
     gate_config: GateConfig | None = None,
     export_config: ExportConfig | None = None,
+    trained_delay_range: tuple[int, int] | None = None,
 ) -> GateReport:
     """Fine-tune the running package's model on a tick log, export, gate, and promote when it passes.
 
@@ -154,6 +155,8 @@ def run_round(
     :param limits: the robot's safety limits.
     :param name: store name of the candidate.
     :param env_id: the original sim task (export checks run there).
+    :param trained_delay_range: delays (control steps) the candidate counts as trained for, recorded in its
+        manifest: the running package's range widened to the robot's current delay.
     """
     config = config or RoundConfig()
     running = store.load_current()
@@ -181,6 +184,7 @@ def run_round(
             provenance={"finetuned_from": store.current_name(), "round": asdict(config), **result.stats},
             ewc_anchor=anchor,
             config=export_config,
+            trained_delay_range=trained_delay_range,
         )
         logger.info("finetune: candidate %s exported; gate on %s", name, ", ".join(gate_envs))
         checkpoint = Path(tmp) / "model.zip"

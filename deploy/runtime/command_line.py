@@ -19,11 +19,12 @@ from collections import Counter, OrderedDict
 
 import numpy as np
 
-from deploy.contract import ActionHistory, ObservationContract
+from deploy.contract import ActionHistory, ObservationContract, in_flight_displacement_m
 from deploy.wire import seq_newer
 
 HOLD_SEQ = 0  # a pending slot the robot filled with its own hold
 MIN_SENT_CAPACITY = 64  # commands remembered for matching the robot's reported line
+UNREPORTED_APPLIED_EXTRA = 2  # without a reported line: commands beyond the delay that one state may reflect
 
 
 class CommandLine:
@@ -42,6 +43,8 @@ class CommandLine:
         self._hold = contract.hold()
         self._in_flight = np.zeros((0, contract.action_dim))
         self._sent: OrderedDict[int, np.ndarray] = OrderedDict()  # seq -> command sent (float64)
+        self._sent_t: dict[int, float] = {}  # seq -> when it was sent (seconds, the loop's clock)
+        self._timed_seq: int | None = None  # the newest command whose round trip was measured
         self._capacity = max(MIN_SENT_CAPACITY, 4 * contract.history_len)
         self.acked_seq = 0  # newest command the robot reported in its delay line
 
@@ -50,11 +53,30 @@ class CommandLine:
         self.history.clear()
         self._in_flight = self._in_flight[:0]
 
-    def sent(self, seq: int, command: np.ndarray, robot_reports_line: bool) -> None:
-        """Remember a command just sent (float64); without a reported line it enters the history at once."""
+    def round_trip_s(self, pending: tuple[int, ...], t_in: float) -> float | None:
+        """Seconds from sending the newest command in ``pending`` to receiving the state that first reports it
+        (None when there is no new one): the link's round trip, including the robot's wait for its next step."""
+        newest = next((seq for seq in reversed(pending) if seq != HOLD_SEQ), None)
+        if newest is None or newest not in self._sent_t:
+            return None
+        if self._timed_seq is not None and not seq_newer(newest, self._timed_seq):
+            return None
+        self._timed_seq = newest
+        return t_in - self._sent_t[newest]
+
+    @property
+    def last_sent_seq(self) -> int | None:
+        """Sequence number of the newest command sent (None before the first)."""
+        return next(reversed(self._sent), None)
+
+    def sent(self, seq: int, command: np.ndarray, robot_reports_line: bool, t_sent: float = 0.0) -> None:
+        """Remember a command just sent (float64) and when (seconds); without a reported line it enters the history
+        at once."""
         self._sent[seq] = command
+        self._sent_t[seq] = t_sent
         if len(self._sent) > self._capacity:
-            self._sent.popitem(last=False)
+            old, _ = self._sent.popitem(last=False)
+            self._sent_t.pop(old, None)
         if not robot_reports_line:
             self.history.push(command)
             self.acked_seq = seq
@@ -63,7 +85,8 @@ class CommandLine:
         """Set the history from the robot's reported delay line (sequence numbers, oldest first).
 
         A line longer than the policy's history (the robot's delay grew since training) is accepted; a shorter
-        one is refused: the policy would expect commands in its history that the robot has already applied.
+        one must have been refused at decode (``deploy.runtime.frames``): the policy would expect commands in its
+        history that the robot has already applied.
         """
         if not pending:
             return  # the robot does not report its line: keep the history of what was sent
@@ -87,16 +110,43 @@ class CommandLine:
         self._in_flight = rows
         self.history.set_state(rows[len(rows) - history_len :])
 
-    def displacement_m(self, dims: int) -> np.ndarray:
-        """Metres the gripper will still move from the commands in flight (reported and not yet reported)."""
-        scale = self.contract.action_scale_m
-        displacement = np.zeros(dims)
+    def in_flight(self) -> np.ndarray:
+        """``[n, action_dim]`` commands still to be applied: the reported line (or, without one, the last
+        ``delay_steps`` commands sent) plus those sent but not yet reported."""
         if len(self._in_flight):
-            displacement += self._in_flight[:, :dims].sum(axis=0) * scale
+            line = self._in_flight
         elif self.delay_steps:
-            rows = self.history.get_state()
-            displacement += rows[-self.delay_steps :, :dims].sum(axis=0) * scale
-        for seq, command in self._sent.items():
-            if seq_newer(seq, self.acked_seq):
-                displacement += command[:dims] * scale
-        return displacement
+            line = self.history.get_state()[-self.delay_steps :]
+        else:
+            line = self._in_flight
+        unreported = [command for seq, command in self._sent.items() if seq_newer(seq, self.acked_seq)]
+        return np.vstack([line, *unreported]) if unreported else line
+
+    def displacement_m(self, dims: int) -> np.ndarray:
+        """Metres the gripper will still move at nominal gain from the commands in flight."""
+        return in_flight_displacement_m(self.in_flight(), self.contract.action_scale_m, dims)
+
+    def applied_between(
+        self, old_pending: tuple[int, ...], new_pending: tuple[int, ...], sent_after: int | None
+    ) -> np.ndarray:
+        """``[n, action_dim]`` commands that may have been applied between two states with these reported lines:
+        those in the old line or sent after ``sent_after`` (the last command sent before the old state was taken;
+        None: none) that are no longer in the new line. A command this loop no longer remembers counts as the
+        largest possible, both ways. Without reported lines, any of the last ``delay_steps +
+        UNREPORTED_APPLIED_EXTRA`` commands sent may have been applied."""
+        if not (old_pending or new_pending):
+            recent = list(self._sent.values())[-(self.delay_steps + UNREPORTED_APPLIED_EXTRA) :]
+            return np.array(recent) if recent else np.zeros((0, self.contract.action_dim))
+        still = set(new_pending)
+        later = [seq for seq in self._sent if sent_after is None or seq_newer(seq, sent_after)]
+        rows = []
+        for seq in dict.fromkeys([*old_pending, *later]):
+            if seq == HOLD_SEQ or seq in still:
+                continue
+            command = self._sent.get(seq)
+            if command is None:
+                bound = max(abs(self.contract.action_low), abs(self.contract.action_high))
+                rows += [np.full(self.contract.action_dim, bound), np.full(self.contract.action_dim, -bound)]
+            else:
+                rows.append(command)
+        return np.array(rows) if rows else np.zeros((0, self.contract.action_dim))

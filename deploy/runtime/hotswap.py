@@ -21,6 +21,7 @@ Why a tick never sees half a swap and never misses its deadline because of one:
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -29,7 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
+from deploy.robot_spec import RobotSpec
+from deploy.runtime.compatibility import check_compatibility
 from deploy.runtime.package import load_package
+
+logger = logging.getLogger(__name__)
+CURRENT_LINK = "current"  # the store's link to the running package (deploy.finetune.promote.PackageStore)
 
 Backend = Callable[[np.ndarray], np.ndarray]
 """obs_flat float32 [B, D] -> actions float32 [B, A] (deploy.runtime.backends.InferenceBackend)."""
@@ -150,3 +156,72 @@ class PolicySlot:
         if not np.all(np.isfinite(action)):
             raise SwapRefusedError(f"backend {label!r} returned NaN or inf actions on the probe batch")
         return action.shape
+
+
+FOLLOW_INTERVAL_S = 1.0  # how often a running controller looks at the store's current package
+
+
+class StoreFollower:
+    """Follows a package store's ``current`` link from a background thread: a promoted (or rolled back) package
+    that fits the robot spec is loaded, probed and swapped into ``slot`` between ticks; anything wrong with it
+    (a failed load, a spec mismatch, a failed probe) is logged and the running policy stays.
+
+    :param slot: the controller's policy slot.
+    :param store: the store folder (its ``current`` link is followed).
+    :param spec: the robot spec every new package is checked against (``deploy.runtime.compatibility``).
+    :param backend: inference backend of the new packages.
+    :param variant: model variant of the new packages.
+    :param interval_s: seconds between looks at the store.
+    """
+
+    def __init__(
+        self,
+        slot: PolicySlot,
+        store: str | Path,
+        spec: RobotSpec,
+        backend: str = "ort-cpu",
+        variant: str | None = None,
+        interval_s: float = FOLLOW_INTERVAL_S,
+    ) -> None:
+        self.slot = slot
+        self.link = Path(store) / CURRENT_LINK
+        self.spec = spec
+        self.backend = backend
+        self.variant = variant
+        self.interval_s = interval_s
+        self.swaps: list[str] = []
+        self.refused: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="store-follower", daemon=True)
+
+    def start(self) -> StoreFollower:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def poll_once(self) -> SlotEntry | None:
+        """Swap to the store's current package if it changed and passes its checks; returns the new entry."""
+        if not self.link.exists():
+            return None
+        resolved = Path(os.path.realpath(self.link))
+        if resolved.name == self.slot.entry().label or resolved.name in self.refused:
+            return None
+        try:
+            package = load_package(resolved)
+            check_compatibility(self.spec, package.contract, package.action_delay_steps, str(resolved))
+            entry = self.slot.swap(package.make_backend(self.backend, self.variant), label=resolved.name)
+        except (ValueError, OSError, RuntimeError) as err:  # PackageError, CompatibilityError, SwapRefusedError...
+            logger.error("store %s: package %s not swapped in, the running policy stays: %s", self.link, resolved, err)
+            self.refused.append(resolved.name)
+            return None
+        logger.info("store %s: swapped in package %s (slot version %d)", self.link, resolved.name, entry.version)
+        self.swaps.append(resolved.name)
+        return entry
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.poll_once()

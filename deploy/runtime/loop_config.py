@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MAX_RT_PRIORITY = 99  # SCHED_FIFO priorities on Linux
+HOME_RETRY_ROUND_TRIPS = 2.0  # a HOME is resent only after this many measured round trips without its answer
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,14 @@ class LoopConfig:
     :param startup_timeout_s: raise if no valid state arrives this long after connecting.
     :param recover: after a safe stop, resume when the robot answers again (False: end the run).
     :param recover_timeout_s: end the run if the robot stays silent this long in safe stop.
-    :param home_retry_ticks: resend HomeMsg when its HOMED state has not come after this many ticks.
-    :param delay_steps: commands in flight, for the barrier (None: the contract's ``history_len``).
+    :param home_retry_ticks: resend HomeMsg when its HOMED state has not come after this many ticks, or after
+        ``HOME_RETRY_ROUND_TRIPS`` measured round trips if that is longer.
+    :param max_implausible_states: safe stop after this many implausible states in a row (each one is held).
+    :param resync_states: consistent states in a row that confirm a robot restart (then hold and re-home).
+    :param policy_fault_stop_s: safe stop when the policy has failed (NaN/inf, raised, wrong size, overran) for this
+        long without a clean answer in between (seconds).
+    :param stop_ack_timeout_s: at shutdown, repeat the e-stop every period for at most this long until the robot
+        acknowledges it (a state flagged ESTOP_ACTIVE); in safe stop it repeats until acknowledged.
     :param max_ticks: end the run after this many ticks (None: when the goals run out).
     :param reconnect_interval_s: after a port failure, reopen the port at most this often.
     :param realtime_priority: run the loop's thread under SCHED_FIFO at this priority (1..99; Linux, needs root or
@@ -36,7 +43,10 @@ class LoopConfig:
     recover: bool = True
     recover_timeout_s: float = 60.0
     home_retry_ticks: int = 5
-    delay_steps: int | None = None
+    max_implausible_states: int = 5
+    resync_states: int = 3
+    policy_fault_stop_s: float = 0.1
+    stop_ack_timeout_s: float = 0.5
     max_ticks: int | None = None
     reconnect_interval_s: float = 0.5
     realtime_priority: int | None = None
@@ -45,10 +55,19 @@ class LoopConfig:
     def __post_init__(self) -> None:
         if self.realtime_priority is not None and not 1 <= self.realtime_priority <= MAX_RT_PRIORITY:
             raise ValueError(f"realtime_priority must be in 1..{MAX_RT_PRIORITY} or None, got {self.realtime_priority}")
-        for name in ("max_episode_steps", "hold_ticks", "home_retry_ticks"):
+        for name in ("max_episode_steps", "hold_ticks", "home_retry_ticks", "max_implausible_states"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("startup_timeout_s", "recover_timeout_s", "success_radius_m", "reconnect_interval_s"):
+        if self.resync_states < 2:
+            raise ValueError(f"resync_states must be >= 2 (one state confirms nothing), got {self.resync_states}")
+        for name in (
+            "startup_timeout_s",
+            "recover_timeout_s",
+            "success_radius_m",
+            "reconnect_interval_s",
+            "policy_fault_stop_s",
+            "stop_ack_timeout_s",
+        ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.period_s is not None and not self.period_s > 0:

@@ -13,7 +13,9 @@ A package is a folder written by ``deploy.export``::
 Integrity: ``manifest.json`` lists the sha256 of every other file, and carries a digest of its own bytes
 (``manifest_sha256``, computed with that field's value set to 64 zeros), so a changed byte in *any* file of
 the package is refused with an error that names the file. This catches corruption and partial copies; it is not
-a signature (anyone who can write the folder can re-seal it).
+a signature (anyone who can write the folder can re-seal it). The folder must hold exactly the files the manifest
+lists: an extra file, a subfolder or a symbolic link (which could point anywhere) is refused with its name. The
+model's input and output (names, sizes) are checked against the contract when a backend is made from it.
 """
 
 from __future__ import annotations
@@ -180,6 +182,13 @@ class PolicyPackage:
             )
         path = self.model_path(variant)
         made = make_backend(backend, self.read_verified(path.name), **options)
+        expected = (self.contract.flat_dim, self.contract.action_dim)
+        if (made.input_dim, made.output_dim) != expected:
+            raise PackageError(
+                path,
+                f"the model maps {made.input_dim} inputs to {made.output_dim} outputs; the package's contract "
+                f"{self.contract.name!r} needs {expected[0]} -> {expected[1]}. Re-export the package",
+            )
         if self_test and self.manifest.get("selftest"):
             self.self_test(made, variant)
         return made
@@ -278,6 +287,7 @@ def load_package(folder: str | Path, allow_failed_checks: bool = False) -> Polic
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
         raise PackageError(manifest_path, "has no 'files' table of sha256 digests")
+    _check_folder_contents(folder, files)
     for name, expected in files.items():
         path = _check_file_name(folder, name)
         if not path.is_file():
@@ -294,7 +304,7 @@ def load_package(folder: str | Path, allow_failed_checks: bool = False) -> Polic
             raise PackageError(manifest_path, f"unknown variant {variant!r}; this runtime knows {list(VARIANT_FILES)}")
         if name not in files:
             raise PackageError(folder / str(name), f"variant {variant!r} points at a file the manifest does not hash")
-    for key in ("contract", "action_delay_steps"):
+    for key in ("contract", "action_delay_steps", "io"):
         if key not in manifest:
             raise PackageError(manifest_path, f"has no {key!r} section")
     checks = manifest.get("checks", {})
@@ -308,4 +318,28 @@ def load_package(folder: str | Path, allow_failed_checks: bool = False) -> Polic
         contract = ObservationContract.from_dict(manifest["contract"])
     except (KeyError, TypeError, ValueError) as exc:
         raise PackageError(manifest_path, f"invalid contract section: {exc}") from exc
+    io = manifest.get("io", {})
+    shapes = (io.get("input_shape", [None, None])[1:], io.get("output_shape", [None, None])[1:])
+    if shapes != ([contract.flat_dim], [contract.action_dim]):
+        raise PackageError(
+            manifest_path,
+            f"its io shapes {io.get('input_shape')} -> {io.get('output_shape')} do not match its contract "
+            f"({contract.flat_dim} -> {contract.action_dim}); re-export the package",
+        )
     return PolicyPackage(folder=folder, manifest=manifest, contract=contract)
+
+
+def _check_folder_contents(folder: Path, files: dict[str, Any]) -> None:
+    """Exactly the listed files and the manifest, as regular files: no extra file, subfolder or symbolic link."""
+    for entry in sorted(folder.iterdir()):
+        if entry.is_symlink():
+            raise PackageError(
+                entry, "is a symbolic link; a package holds plain files only (copy the file in and re-export)"
+            )
+        if entry.name != MANIFEST_NAME and entry.name not in files:
+            kind = "folder" if entry.is_dir() else "file"
+            raise PackageError(
+                entry,
+                f"is a {kind} the manifest does not list; a package holds exactly its listed files. Remove it, or "
+                "re-export the package if it belongs there",
+            )

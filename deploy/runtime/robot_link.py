@@ -3,7 +3,10 @@
 A failed send or receive marks the link down (counted, logged once) instead of raising, so the loop keeps its
 deadline and its safety logic; while the link is down, sends are counted as unsent and a receive just waits out
 its timeout. A port we opened by name is reopened every ``reconnect_interval_s``; a ``Link`` we were handed is
-simply tried again.
+simply tried again; ``generation`` counts the reopenings (the loop restarts its state checks on a new one).
+
+States that decode but cannot belong to the robot (``deploy.runtime.state_frames``) are dropped here and counted
+as ``malformed_<reason>``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from deploy.wire import Link, LinkError, Message
+from deploy.contract import ObservationContract
+from deploy.runtime.state_frames import malformed_state
+from deploy.wire import Link, LinkError, Message, StateMsg
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +33,7 @@ class RobotLink:
     :param counts: the controller's counters; adds ``unsent``, ``link_errors`` and ``reconnects``.
     :param reconnect_interval_s: seconds between attempts to reopen a named port.
     :param clock: monotonic clock in seconds.
+    :param contract: when given, states malformed for it are dropped and counted.
     """
 
     def __init__(
@@ -36,6 +42,7 @@ class RobotLink:
         counts: Counter[str],
         reconnect_interval_s: float,
         clock: Callable[[], float] = time.monotonic,
+        contract: ObservationContract | None = None,
     ) -> None:
         self._port = port if isinstance(port, str) else None
         self.link: Link | None = None if isinstance(port, str) else port
@@ -44,7 +51,11 @@ class RobotLink:
         self.reconnect_interval_s = reconnect_interval_s
         self._clock = clock
         self._seq = 0
+        self.sent_total = 0  # messages sent or attempted (a running count; the state checker bounds answers by it)
         self._last_reconnect = float("-inf")
+        self._contract = contract
+        self.generation = 0
+        self.rejected: list[str] = []  # malformed-state reasons since the loop last took them (take_rejected)
 
     @property
     def name(self) -> str:
@@ -72,6 +83,7 @@ class RobotLink:
 
     def send(self, msg: Message) -> None:
         """Send one message; on a dead link count it as unsent (a failure marks the link down)."""
+        self.sent_total += 1
         if not self.ok or self.link is None:
             self.counts["unsent"] += 1
             return
@@ -86,10 +98,26 @@ class RobotLink:
             time.sleep(max(0.0, timeout_s))  # wait for the deadline, then the next tick tries to reopen the port
             return []
         try:
-            return self.link.poll(timeout_s)
+            messages = self.link.poll(timeout_s)
         except LinkError as err:
             self._failed(err)
             return []
+        if self._contract is None:
+            return messages
+        kept = []
+        for msg in messages:
+            reason = malformed_state(msg, self._contract) if isinstance(msg, StateMsg) else ""
+            if reason:
+                self.counts[f"malformed_{reason}"] += 1
+                self.rejected.append(reason)
+            else:
+                kept.append(msg)
+        return kept
+
+    def take_rejected(self) -> list[str]:
+        """The malformed-state reasons seen since the last call (the loop holds and logs them)."""
+        rejected, self.rejected = self.rejected, []
+        return rejected
 
     def reconnect_if_due(self) -> None:
         """After a failure: reopen a named port (at most every ``reconnect_interval_s``) or retry a given Link."""
@@ -97,6 +125,7 @@ class RobotLink:
             return
         if self._port is None:
             self.ok = True  # a Link we were given: try it again
+            self.generation += 1
             return
         now = self._clock()
         if now - self._last_reconnect < self.reconnect_interval_s:
@@ -111,6 +140,7 @@ class RobotLink:
             logger.warning("reconnect to %s failed: %s", self._port, err)
             return
         self.counts["reconnects"] += 1
+        self.generation += 1
         self.ok = True
 
     def decoder_errors(self) -> dict[str, int]:

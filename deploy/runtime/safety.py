@@ -8,13 +8,18 @@ the action to send and the reasons it differs from the proposal. In order, first
 2. NaN/inf in the measured position or the in-flight displacement -> hold; in the proposed action -> hold.
 3. clip every component to [-max_action, max_action];
 4. rate limit: each component moves at most ``max_action_rate`` from the previous action sent;
-5. workspace barrier on the Cartesian components (the first ``len(workspace_low)``): with
-   ``p = position_m + pending_displacement_m`` (where the gripper ends once the commands in flight have been
-   applied: the actuation delay) and ``p' = p + action_scale_m * a``, each face's distance h (h = p - low and
-   h = high - p) obeys ``h(p') >= (1 - barrier_fraction) * h(p)``: the gripper approaches a face by at most
-   ``barrier_fraction`` of the remaining gap per step, so ``p'`` stays inside the box. If ``p`` is already
-   outside on an axis (noise, a push), motion further out on that axis is forbidden (reason
-   ``outside_workspace``); the filter does not move the arm back by itself.
+5. workspace barrier on the Cartesian components (the first ``len(workspace_low)``): the arm moves
+   ``g x action_scale_m x a`` metres for a command ``a``, with its actuator gain ``g`` anywhere in
+   ``(0, actuator_gain_max]`` (the robot spec's upper bound). Per face, the filter takes the worst case: for the
+   high face ``F = p_high + g_max x max(pending, 0)`` (where the gripper may end once the commands in flight are
+   applied; ``p_high`` is the upper end of where the gripper may be now), and the next command closes at most
+   ``barrier_fraction`` of the gap ``h = high - F``: ``g_max x action_scale_m x a <= barrier_fraction x h``.
+   The low face mirrors it. So the gripper approaches each face by at most ``barrier_fraction`` of the remaining
+   gap per step and stays inside the box for any gain up to the bound (motion in flight away from a face is not
+   counted on: with a small gain it may not happen). If ``F`` is already outside on an axis (noise, a push), motion
+   further out on that axis is forbidden (reason ``outside_workspace``); the filter does not move the arm back.
+   ``position_bounds_m`` (low, high) lets the caller say the true position is uncertain (an unconfirmed state,
+   measurement noise): the barrier then plans from the bound nearest each face.
 
 The barrier runs last, so it wins over the rate limit (an abrupt stop is safe for a displacement command).
 The hold command is all zeros: zero displacement, the arm stays where it is.
@@ -32,8 +37,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from calibration.schema import Calibration
 from deploy.contract import ObservationContract
+from deploy.robot_spec import DEFAULT_WATCHDOG_HOLD_S, DEFAULT_WATCHDOG_STOP_S, RobotSpec
+from deploy.runtime.compatibility import convention_mismatches
 
 # Intervention reasons (also the keys of InterventionCounter and of the tick log).
 STALE_STOP = "stale_stop"
@@ -45,6 +51,10 @@ CLIP = "clip"
 RATE_LIMIT = "rate_limit"
 WORKSPACE_BARRIER = "workspace_barrier"
 OUTSIDE_WORKSPACE = "outside_workspace"
+# Holds the control loop decides before the filter runs (the state or the policy cannot be used this tick).
+IMPLAUSIBLE_STATE = "implausible_state"  # the state failed its plausibility check (deploy.runtime.state_check)
+ROBOT_RESTART = "robot_restart"  # the robot's clock and sequence started over: hold, then re-home
+POLICY_FAULT = "policy_fault"  # the policy returned NaN/inf, raised, or overran the period
 REASONS: tuple[str, ...] = (
     STALE_STOP,
     STALE_HOLD,
@@ -55,12 +65,13 @@ REASONS: tuple[str, ...] = (
     RATE_LIMIT,
     WORKSPACE_BARRIER,
     OUTSIDE_WORKSPACE,
+    IMPLAUSIBLE_STATE,
+    ROBOT_RESTART,
+    POLICY_FAULT,
 )
-HOLD_REASONS: frozenset[str] = frozenset({STALE_STOP, STALE_HOLD, NAN_STATE, NAN_ACTION})
-
-DEFAULT_WATCHDOG_HOLD_S = 0.1
-DEFAULT_WATCHDOG_STOP_S = 0.5
-PERIOD_MATCH_TOLERANCE_S = 1e-9
+HOLD_REASONS: frozenset[str] = frozenset(
+    {STALE_STOP, STALE_HOLD, NAN_STATE, NAN_ACTION, IMPLAUSIBLE_STATE, ROBOT_RESTART, POLICY_FAULT}
+)
 
 
 def _floats(values: Any, name: str, size: int | None = None) -> list[float]:
@@ -87,6 +98,8 @@ class SafetyLimits:
     :param max_action_rate: largest change of one component between ticks (command units per control step).
     :param barrier_fraction: share of the remaining gap to a face the gripper may close per step, in (0, 1].
     :param action_scale_m: metres of displacement per command unit per control step (the contract's).
+    :param actuator_gain_max: upper bound of the arm's actuator gain (metres moved per metre commanded): the
+        barrier plans with it, so any gain up to it keeps the arm inside (the robot spec's upper bound).
     :param watchdog_hold_s: state older than this (seconds) -> hold.
     :param watchdog_stop_s: state older than this (seconds) -> hold and safe stop (e-stop).
     """
@@ -97,6 +110,7 @@ class SafetyLimits:
     max_action_rate: float = 0.5
     barrier_fraction: float = 0.5
     action_scale_m: float = 0.05
+    actuator_gain_max: float = 1.0
     watchdog_hold_s: float = DEFAULT_WATCHDOG_HOLD_S
     watchdog_stop_s: float = DEFAULT_WATCHDOG_STOP_S
 
@@ -114,6 +128,7 @@ class SafetyLimits:
             ("max_action", self.max_action),
             ("max_action_rate", self.max_action_rate),
             ("action_scale_m", self.action_scale_m),
+            ("actuator_gain_max", self.actuator_gain_max),
             ("watchdog_hold_s", self.watchdog_hold_s),
             ("watchdog_stop_s", self.watchdog_stop_s),
         )
@@ -133,27 +148,29 @@ class SafetyLimits:
         return len(self.workspace_low)
 
     @classmethod
-    def from_calibration(
+    def from_spec(
         cls,
-        calibration: Calibration,
+        spec: RobotSpec,
         contract: ObservationContract,
         watchdog_hold_s: float | None = None,
         watchdog_stop_s: float | None = None,
     ) -> SafetyLimits:
-        """Limits from a calibration file (box, action limits, watchdog) and the policy's contract (scale, bounds).
+        """Limits from the robot spec (box, action limits, gain bound, watchdog) and the policy's contract (bounds).
 
-        The watchdog arguments override the file's ``limits.watchdog_*_s``. The calibration must have been
-        measured at the contract's control period (its delay is in control steps of that period).
+        The watchdog arguments override the spec's ``limits.watchdog_*_s``. The spec must describe the contract's
+        control period and command scale (its delay is in control steps of that period, its gain relative to that
+        scale): a mismatch raises ``ValueError`` naming both values.
         """
-        if abs(calibration.control_period_s - contract.control_period_s) > PERIOD_MATCH_TOLERANCE_S:
+        problems = convention_mismatches(spec, contract)
+        if problems:
             raise ValueError(
-                f"calibration {calibration.robot_id!r} was measured at {calibration.control_period_s} s per control "
-                f"step but the policy runs at {contract.control_period_s} s; recalibrate at the policy's period"
+                "; ".join(problems) + ": the delay and the barrier's distances would be counted in other units; "
+                "recalibrate at the policy's period and command convention, or use a package made for this robot"
             )
-        if contract.goal_dim != len(calibration.workspace_low):
+        if contract.goal_dim != len(spec.workspace_low):
             raise ValueError(
-                f"contract {contract.name!r} has a {contract.goal_dim}-D position; the calibration box is "
-                f"{len(calibration.workspace_low)}-D"
+                f"contract {contract.name!r} has a {contract.goal_dim}-D position; the spec's box is "
+                f"{len(spec.workspace_low)}-D"
             )
         symmetric_bound = min(contract.action_high, -contract.action_low)
         if symmetric_bound <= 0:
@@ -161,14 +178,15 @@ class SafetyLimits:
                 f"contract bounds [{contract.action_low}, {contract.action_high}] must contain the hold command 0"
             )
         return cls(
-            workspace_low=calibration.workspace_low,
-            workspace_high=calibration.workspace_high,
-            max_action=min(calibration.max_action, symmetric_bound),
-            max_action_rate=calibration.max_action_rate,
-            barrier_fraction=calibration.barrier_fraction,
+            workspace_low=spec.workspace_low,
+            workspace_high=spec.workspace_high,
+            max_action=min(spec.max_action, symmetric_bound),
+            max_action_rate=spec.max_action_rate,
+            barrier_fraction=spec.barrier_fraction,
             action_scale_m=contract.action_scale_m,
-            watchdog_hold_s=calibration.watchdog_hold_s if watchdog_hold_s is None else watchdog_hold_s,
-            watchdog_stop_s=calibration.watchdog_stop_s if watchdog_stop_s is None else watchdog_stop_s,
+            actuator_gain_max=spec.actuator_gain_max,
+            watchdog_hold_s=spec.watchdog_hold_s if watchdog_hold_s is None else watchdog_hold_s,
+            watchdog_stop_s=spec.watchdog_stop_s if watchdog_stop_s is None else watchdog_stop_s,
         )
 
 
@@ -185,21 +203,42 @@ class FilterResult(NamedTuple):
     stop: bool
 
 
-def _hold(size: int, reason: str, stop: bool = False) -> FilterResult:
+def hold_result(size: int, reason: str, stop: bool = False) -> FilterResult:
+    """The hold command (zeros, ``size`` long) with one reason: what the loop sends when it cannot use the state or
+    the policy this tick (``IMPLAUSIBLE_STATE``, ``ROBOT_RESTART``, ``POLICY_FAULT``) and the filter's own holds."""
     return FilterResult(np.zeros(size, dtype=np.float64), (reason,), stop)
 
 
-def barrier_interval(position: float, low: float, high: float, fraction: float, scale: float) -> tuple[float, float]:
-    """The command interval (units) on one axis that keeps ``position`` (metres, in-flight included) safe.
+def barrier_interval(
+    position_low: float,
+    position_high: float,
+    pending: float,
+    low: float,
+    high: float,
+    fraction: float,
+    scale: float,
+    gain: float = 1.0,
+) -> tuple[float, float, bool]:
+    """The command interval (units) on one axis that keeps the arm safe, and whether it is already outside.
 
-    Inside the box: ``[-fraction * (position - low) / scale, fraction * (high - position) / scale]``. Outside
-    (below low or above high) the bound toward the outside becomes 0: no motion further out.
+    :param position_low: lower end of where the gripper may be now (metres).
+    :param position_high: upper end (metres; equal to ``position_low`` for a trusted, noise-free state).
+    :param pending: displacement still in flight at nominal gain (metres, signed).
+    :param scale: metres per command unit per control step at nominal gain (``action_scale_m``).
+    :param gain: upper bound of the actuator gain (metres moved per metre commanded).
+    :returns: ``(lo, hi, outside)``. The worst-case ends are ``F_high = position_high + gain x max(pending, 0)`` and
+        ``F_low = position_low + gain x min(pending, 0)``; inside, ``hi = fraction x (high - F_high) / (gain x scale)``
+        and ``lo = -fraction x (F_low - low) / (gain x scale)``; past a face the bound toward it is 0 (no motion
+        further out) and ``outside`` is True.
     """
-    gap_low = position - low
-    gap_high = high - position
-    lo = -fraction * gap_low / scale if gap_low > 0.0 else 0.0
-    hi = fraction * gap_high / scale if gap_high > 0.0 else 0.0
-    return lo, hi
+    end_high = position_high + gain * max(pending, 0.0)
+    end_low = position_low + gain * min(pending, 0.0)
+    gap_high = high - end_high
+    gap_low = end_low - low
+    step = gain * scale
+    hi = fraction * gap_high / step if gap_high > 0.0 else 0.0
+    lo = -fraction * gap_low / step if gap_low > 0.0 else 0.0
+    return lo, hi, gap_high < 0.0 or gap_low < 0.0
 
 
 def commanded_position_ok(position_m: Sequence[float], limits: SafetyLimits) -> bool:
@@ -214,15 +253,19 @@ def filter_action(
     previous_action: Sequence[float] | np.ndarray,
     state_age_s: float,
     limits: SafetyLimits,
+    position_bounds_m: tuple[Sequence[float] | np.ndarray, Sequence[float] | np.ndarray] | None = None,
 ) -> FilterResult:
     """Make a proposed action safe to send (see the module docstring for the rules and their order).
 
     :param position_m: measured gripper position (metres, ``limits.position_dims`` values).
-    :param pending_displacement_m: summed displacement (metres) of the commands sent but not yet applied.
+    :param pending_displacement_m: summed displacement (metres, at nominal gain) of the commands sent but not yet
+        applied (``deploy.contract.in_flight_displacement_m``).
     :param proposed: the policy's action (command units); may hold NaN/inf/huge values.
     :param previous_action: the action sent at the previous tick (command units; zeros after a hold).
     :param state_age_s: seconds since the newest fresh state (new sequence number) arrived.
     :param limits: what to enforce.
+    :param position_bounds_m: optional (low, high) per axis bounding where the gripper really is (metres); the
+        barrier plans from the bound nearest each face. Default: exactly ``position_m``.
     """
     dims = limits.position_dims
     act = _floats(proposed, "proposed action")
@@ -230,15 +273,20 @@ def filter_action(
     if size < dims:
         raise ValueError(f"the action has {size} components; the first {dims} must be the Cartesian displacement")
     if not state_age_s <= limits.watchdog_stop_s:  # also true for NaN
-        return _hold(size, STALE_STOP, stop=True)
+        return hold_result(size, STALE_STOP, stop=True)
     if state_age_s > limits.watchdog_hold_s:
-        return _hold(size, STALE_HOLD)
+        return hold_result(size, STALE_HOLD)
     pos = _floats(position_m, "position_m", dims)
     pending = _floats(pending_displacement_m, "pending_displacement_m", dims)
-    if not (_finite(pos) and _finite(pending)):
-        return _hold(size, NAN_STATE)
+    if position_bounds_m is None:
+        pos_low = pos_high = pos
+    else:
+        pos_low = _floats(position_bounds_m[0], "position_bounds_m[0]", dims)
+        pos_high = _floats(position_bounds_m[1], "position_bounds_m[1]", dims)
+    if not (_finite(pos) and _finite(pending) and _finite(pos_low) and _finite(pos_high)):
+        return hold_result(size, NAN_STATE)
     if not _finite(act):
-        return _hold(size, NAN_ACTION)
+        return hold_result(size, NAN_ACTION)
     prev = _floats(previous_action, "previous_action", size)
     reasons: list[str] = []
     if not _finite(prev):
@@ -258,11 +306,12 @@ def filter_action(
     out = limited
     barrier_hit = outside = False
     low, high = limits.workspace_low, limits.workspace_high
+    fraction, scale, gain = limits.barrier_fraction, limits.action_scale_m, limits.actuator_gain_max
     for axis in range(dims):
-        p = pos[axis] + pending[axis]
-        if not low[axis] <= p <= high[axis]:
-            outside = True
-        lo, hi = barrier_interval(p, low[axis], high[axis], limits.barrier_fraction, limits.action_scale_m)
+        lo, hi, out_here = barrier_interval(
+            pos_low[axis], pos_high[axis], pending[axis], low[axis], high[axis], fraction, scale, gain
+        )
+        outside = outside or out_here
         a = out[axis]
         if a < lo or a > hi:
             out[axis] = min(max(a, lo), hi)

@@ -1,7 +1,8 @@
 """The control loop's operating states and the transitions allowed between them.
 
     CONNECT -> WAIT_FRESH -> HOLD -> HOMING -> RUN -> HOMING -> RUN ... -> DONE
-                   ^                                  |
+                   ^          ^                       |
+                   |          +-----------------------+   (HOMING or RUN -> HOLD: the robot restarted; re-home)
                    +---------- SAFE_STOP <------------+   (from WAIT_FRESH, HOLD, HOMING or RUN)
 
 - CONNECT: open the port.
@@ -9,7 +10,8 @@
 - HOLD: command the hold (zero displacement) until ``hold_ticks`` fresh states in a row have arrived.
 - HOMING: a HomeMsg was sent; wait for the robot's first state of the new episode (flag HOMED).
 - RUN: one policy command per fresh state, through the safety filter.
-- SAFE_STOP: hold + e-stop sent; heartbeats until the robot answers again (then WAIT_FRESH) or the run ends.
+- SAFE_STOP: hold + e-stop sent, the e-stop repeated every period until the robot acknowledges it; then, when the
+  robot answers again, WAIT_FRESH (or the run ends).
 - DONE: the run is over; the stop command goes out in ``finally``.
 
 Any state may go to DONE (goals exhausted, tick limit, an exception). Every transition is recorded with the
@@ -36,8 +38,8 @@ ALLOWED: dict[LoopState, frozenset[LoopState]] = {
     LoopState.CONNECT: frozenset({LoopState.WAIT_FRESH}),
     LoopState.WAIT_FRESH: frozenset({LoopState.HOLD, LoopState.SAFE_STOP}),
     LoopState.HOLD: frozenset({LoopState.HOMING, LoopState.SAFE_STOP}),
-    LoopState.HOMING: frozenset({LoopState.RUN, LoopState.SAFE_STOP}),
-    LoopState.RUN: frozenset({LoopState.HOMING, LoopState.SAFE_STOP}),
+    LoopState.HOMING: frozenset({LoopState.RUN, LoopState.HOLD, LoopState.SAFE_STOP}),
+    LoopState.RUN: frozenset({LoopState.HOMING, LoopState.HOLD, LoopState.SAFE_STOP}),
     LoopState.SAFE_STOP: frozenset({LoopState.WAIT_FRESH}),
     LoopState.DONE: frozenset(),
 }

@@ -7,8 +7,8 @@ import pytest
 
 from calibration.probe import ProbeConfig, calibrate
 from calibration.probe_session import ProbeAbortError
-from calibration.schema import load_calibration, save_calibration
 from deploy.contract import fetch_reach_contract
+from deploy.robot_spec import load_robot_spec, save_robot_spec
 from deploy.runtime.safety import SafetyLimits
 from deploy.wire import CommandMsg, Link, StateFlags, StateMsg
 
@@ -81,18 +81,18 @@ def test_calibration_file_feeds_the_env_and_the_safety_filter(tmp_path):
     from envs.delayed_fetch_reach import DelayedFetchReachEnv
 
     calibration, _, _, _ = run_probe(3, 0.004, box=SMALL_BOX, seed=3)
-    path = save_calibration(calibration, tmp_path / "sim_test.yaml")
-    loaded = load_calibration(path)
+    path = save_robot_spec(calibration, tmp_path / "sim_test.yaml")
+    loaded = load_robot_spec(path)
     assert loaded.delay_steps == 3
     assert loaded.measurements["delay_runs_steps"] == [3] * 5
-    env = DelayedFetchReachEnv(calibration=str(path))
+    env = DelayedFetchReachEnv(spec=str(path))
     try:
         env.reset(seed=0)
         assert env.delay == 3
         np.testing.assert_array_equal(env.obs_noise_std_m, loaded.observation_noise_std_m)
     finally:
         env.close()
-    limits = SafetyLimits.from_calibration(loaded, fetch_reach_contract(3))
+    limits = SafetyLimits.from_spec(loaded, fetch_reach_contract(3))
     assert limits.workspace_low == loaded.workspace_low
     assert limits.workspace_high == loaded.workspace_high
 
@@ -213,7 +213,7 @@ def test_command_line_writes_the_file_over_a_pty(tmp_path):
         assert main(args) == 0
     finally:
         robot.stop()
-    loaded = load_calibration(out)
+    loaded = load_robot_spec(out)
     assert (loaded.robot_id, loaded.delay_steps) == ("cli_robot", 1)
 
 

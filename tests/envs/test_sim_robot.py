@@ -22,7 +22,8 @@ from deploy.wire import (
     StateMsg,
 )
 from envs.delayed_fetch_reach import DelayedFetchReachEnv
-from envs.sim_robot import SimRobot, SimRobotProcess
+from envs.sim_robot import SimRobot
+from envs.sim_robot_process import SimRobotProcess
 
 WAIT_S = 2.0  # upper bound for a reply on a local pty; polls return as soon as it arrives
 FAST_PERIOD_S = 0.01  # real-time tests run the robot at 100 Hz to stay short

@@ -41,3 +41,7 @@ def test_quick_demo_end_to_end(tmp_path, monkeypatch):
     assert calibration["action_delay"]["steps"] == 2  # the simulated robot's delay, measured through the link
     for stage in ("run_base", "run_drifted", "line", "run_finetuned"):
         assert (run / stage / "ticks.tlog").is_file()
+    drifted = yaml.safe_load((run / "calibration_drifted.yaml").read_text())
+    assert drifted["action_delay"]["steps"] == 6  # the drift, measured through the link
+    assert drifted["actuator_gain"]["upper_bound"] > 1.3 * calibration["actuator_gain"]["upper_bound"]
+    assert "action delay of 6 control steps" in report  # the startup check's refusal, in the report

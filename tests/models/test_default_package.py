@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from calibration.schema import load_calibration
 from deploy.export.rollouts import make_env
 from deploy.finetune.gate import closed_loop_eval
+from deploy.robot_spec import load_robot_spec
 from deploy.runtime.package import load_package
 from deploy.runtime.safety import SafetyLimits
 
@@ -28,7 +28,7 @@ def test_shipped_policy_succeeds_without_safety_interventions():
     low, high = package.action_delay_steps
     assert low == high, f"the shipped package should be trained on one delay, got {package.action_delay_steps}"
     env = make_env("DelayedFetchReach-v0", {"delay": low})
-    limits = SafetyLimits.from_calibration(load_calibration(), package.contract)
+    limits = SafetyLimits.from_spec(load_robot_spec(), package.contract)
     result = closed_loop_eval(package.make_backend("ort-cpu", "fp32"), env, package.contract, SEEDS, limits)
     assert result.error == ""
     assert result.success_rate >= MIN_SUCCESS, result

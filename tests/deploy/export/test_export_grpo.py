@@ -82,6 +82,9 @@ def test_delayed_fetch_reach_grpo_export(tmp_path: Path) -> None:
     package = load_package(folder)
     assert package.contract.name == "fetch_reach"
     assert package.action_delay_steps == (2, 2)
+    trained_for = package.manifest["trained_for"]  # the robot spec the sim env was built from
+    assert trained_for["robot_id"] == "sim_fetch" and trained_for["action_delay_steps"] == {"low": 2, "high": 2}
+    assert trained_for["command_scale_m"] == package.contract.action_scale_m
     report = json.loads((folder / "report.json").read_text())
     assert report["problems"] == []
     for variant, row in report["variants"].items():

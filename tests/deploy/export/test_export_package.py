@@ -106,6 +106,7 @@ def test_manifest_records_contract_delay_provenance_versions_and_hashes(point_pa
     assert manifest["engine"]["status"] == "not built"
     assert "tensorrt_build" in manifest["engine"]["build_command"]
     assert manifest["checks"] == {"passed": True, "problems": []}
+    assert manifest["trained_for"] is None  # the point-mass env has no robot spec
     with pytest.raises(
         PackageError, match="build it on the target device with: python -m deploy.export.tensorrt_build"
     ):

@@ -64,3 +64,25 @@ def test_missing_or_foreign_log_is_a_clear_error(tmp_path: Path) -> None:
             writer.append(record(t, 1, flat_dim=7))
     with pytest.raises(ValueError, match="different policy"):
         load_log_dataset(path, CONTRACT)
+
+
+def test_an_episode_with_a_held_tick_is_skipped_not_a_crash():
+    """The runtime holds without asking the policy (a stale or implausible state): that tick has no observation,
+    and the episode around it is not the policy's doing."""
+    from deploy.contract import point_reach_contract
+    from deploy.finetune.dataset import episodes_from_records
+    from deploy.runtime.ticklog import TickRecord
+
+    contract = point_reach_contract(1)
+    flat = np.zeros(contract.flat_dim, dtype=np.float32)
+
+    def tick(i: int, episode: int, held: bool = False) -> TickRecord:
+        obs = np.zeros(0, dtype=np.float32) if held else flat
+        reasons = ("implausible_state",) if held else ()
+        zero = np.zeros(contract.action_dim)
+        return TickRecord(0.0, i, np.zeros(6), obs, np.zeros(3), zero, zero, reasons, 0.0, 0.0, episode, i)
+
+    records = [tick(0, 0), tick(1, 0, held=True), tick(2, 0), tick(3, 1), tick(4, 1), tick(5, 1)]
+    dataset = episodes_from_records(records, contract)
+    assert dataset.skipped_held == 1
+    assert len(dataset.episodes) == 1

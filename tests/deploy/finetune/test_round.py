@@ -79,3 +79,10 @@ def test_round_exports_gates_and_promotes_with_a_moved_ewc_anchor(tmp_path: Path
     moved = sum(float(np.abs(ewc.anchor[k].numpy() - params[k]).sum()) for k in params)
     assert moved > 0
     assert [e["event"] for e in store.history()][-2:] == ["install", "promote"]
+
+
+def test_a_fine_tuned_package_counts_as_trained_for_the_robots_new_delay():
+    from launch.job_finetune import widened_delay_range
+
+    assert widened_delay_range((2, 2), (6, 6)) == (2, 6)  # tuned on the delay-6 robot's logs, gated on both
+    assert widened_delay_range((1, 3), (2, 2)) == (1, 3)

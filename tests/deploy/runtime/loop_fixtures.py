@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from calibration.schema import load_calibration
 from deploy.contract import ObservationContract, fetch_reach_contract
+from deploy.robot_spec import RobotSpec, load_robot_spec
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig, RunReport
-from deploy.runtime.safety import SafetyLimits
 from deploy.runtime.ticklog import TickRecord
 from envs.delayed_fetch_reach import DelayedFetchReachEnv
 from envs.sim_robot import SimRobot
@@ -68,21 +67,16 @@ def seeded_goals(seeds: list[int], delay: int = DELAY) -> GoalSource:
     return GoalSource(goals, seeds)
 
 
-def limits(box=None, hold_s: float = 1.0, stop_s: float = 2.0, rate: float | None = None) -> SafetyLimits:
-    """Safety limits of the sim calibration (or ``box``) with the given watchdog (seconds)."""
-    cal = load_calibration()
-    lim = SafetyLimits.from_calibration(cal, CONTRACT, watchdog_hold_s=hold_s, watchdog_stop_s=stop_s)
-    kwargs = {
-        "workspace_low": box[0] if box else lim.workspace_low,
-        "workspace_high": box[1] if box else lim.workspace_high,
-        "max_action": lim.max_action,
-        "max_action_rate": lim.max_action_rate if rate is None else rate,
-        "barrier_fraction": lim.barrier_fraction,
-        "action_scale_m": lim.action_scale_m,
-        "watchdog_hold_s": hold_s,
-        "watchdog_stop_s": stop_s,
-    }
-    return SafetyLimits(**kwargs)
+def robot_spec(box=None, hold_s: float = 1.0, stop_s: float = 2.0, rate: float | None = None, **fields) -> RobotSpec:
+    """The sim robot's spec (calibration/sim_fetch.yaml) with another box (metres), watchdog (seconds), rate limit
+    or any other field replaced."""
+    spec = load_robot_spec()
+    changes = {"watchdog_hold_s": hold_s, "watchdog_stop_s": stop_s, **fields}
+    if box is not None:
+        changes.update(workspace_low=tuple(box[0]), workspace_high=tuple(box[1]))
+    if rate is not None:
+        changes["max_action_rate"] = rate
+    return replace(spec, **changes)
 
 
 @dataclass
@@ -130,7 +124,7 @@ def run_loop(
     policy,
     goals: GoalSource,
     config: LoopConfig,
-    safety: SafetyLimits,
+    spec: RobotSpec,
     robot: SimRobot | None = None,
     on_tick=None,
     ticklog=None,
@@ -147,7 +141,7 @@ def run_loop(
 
     robot.start()
     try:
-        controller = Controller(robot.port_name, CONTRACT, policy, safety, goals, config, ticklog=ticklog, on_tick=hook)
+        controller = Controller(robot.port_name, CONTRACT, policy, spec, goals, config, ticklog=ticklog, on_tick=hook)
         report = controller.run()
     finally:
         robot.stop()

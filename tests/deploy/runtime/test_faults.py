@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from loop_fixtures import CONTRACT, DELAY, Push, limits, run_loop, seeded_goals
+from loop_fixtures import CONTRACT, DELAY, Push, robot_spec, run_loop, seeded_goals
 
 from deploy.runtime.loop import Controller, LoopConfig
 from deploy.runtime.safety import NAN_STATE, STALE_HOLD, STALE_STOP
@@ -37,8 +37,8 @@ STOP_TICKS = math.ceil(STOP_S / PERIOD_S)  # 10
 START = 20  # tick at which the fault starts (the loop is in RUN by then)
 EPISODE_STEPS = 20
 TOWARD_MINUS_Y = (0.0, -1.0, 0.0, 0.0)  # full speed at the y = 0.40 m face (the start is at y = 0.75 m)
-LOW = np.array(limits().workspace_low)
-HIGH = np.array(limits().workspace_high)
+LOW = np.array(robot_spec().workspace_low)
+HIGH = np.array(robot_spec().workspace_high)
 BOX_TOL_M = 1e-5  # float32 observations carry the history the check uses
 
 
@@ -91,7 +91,7 @@ def _run(fault: Fault):
         Push(TOWARD_MINUS_Y),
         seeded_goals(list(range(12))),
         config,
-        limits(hold_s=HOLD_S, stop_s=STOP_S),
+        robot_spec(hold_s=HOLD_S, stop_s=STOP_S),
         robot=robot,
         on_tick=schedule,
     )
@@ -267,7 +267,7 @@ def test_port_failure_reconnects():
             relay.url,
             CONTRACT,
             Push(TOWARD_MINUS_Y),
-            limits(hold_s=HOLD_S, stop_s=STOP_S),
+            robot_spec(hold_s=HOLD_S, stop_s=STOP_S),
             seeded_goals(list(range(8))),
             config,
             on_tick=schedule,

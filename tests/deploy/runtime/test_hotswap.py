@@ -148,7 +148,7 @@ def test_bad_probe_and_non_callable_are_refused() -> None:
 def test_real_controller_swaps_policies_between_ticks() -> None:
     """The control loop (lock-step SimRobot over a pty) reads the slot once per tick: a swap requested during
     tick N is used from tick N + 1 on, and every proposal comes whole from one policy."""
-    from loop_fixtures import FAST_PERIOD_S, WIDE_BOX, DelayAwareP, limits, run_loop, seeded_goals
+    from loop_fixtures import FAST_PERIOD_S, WIDE_BOX, DelayAwareP, robot_spec, run_loop, seeded_goals
 
     from deploy.runtime.loop import LoopConfig
 
@@ -165,7 +165,7 @@ def test_real_controller_swaps_policies_between_ticks() -> None:
             slot.swap(new, label="new")
 
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=steps, max_ticks=400)
-    run = run_loop(slot, seeded_goals([0, 1, 2]), config, limits(WIDE_BOX), on_tick=on_tick)
+    run = run_loop(slot, seeded_goals([0, 1, 2]), config, robot_spec(WIDE_BOX), on_tick=on_tick)
     policy_ticks = [r for r in run.records if r.obs_flat.size and r.episode_id >= 0]
     assert len(policy_ticks) == 3 * steps
     distinguishable = 0
@@ -177,3 +177,75 @@ def test_real_controller_swaps_policies_between_ticks() -> None:
         distinguishable += not np.array_equal(by_old, by_new)
     assert distinguishable > steps  # the two policies disagree on most ticks, so the check has teeth
     assert slot.entry().label == "new"
+
+
+# StoreFollower: robot-grpo run --set follow_store=... -------------------------------------------------------------
+def _store_with(tmp_path, names):
+    """A package store holding hand-built linear packages under ``names`` (the first promoted)."""
+    from package_fixtures import make_package
+
+    from deploy.finetune.promote import PackageStore
+
+    store = PackageStore(tmp_path / "store")
+    for name in names:
+        store.install(make_package(tmp_path / f"src-{name}"), name)
+    store.promote(names[0], {"passed": True, "reasons": ["initial"]})
+    return store
+
+
+def _point_spec(**changes):
+    """A robot spec that fits the point-mass test packages (delay 2, 0.04 s, 0.05 m per unit)."""
+    from dataclasses import replace
+
+    from deploy.robot_spec import load_robot_spec
+
+    return replace(load_robot_spec(), **changes)
+
+
+def test_store_follower_swaps_in_a_promoted_package_and_a_rollback(tmp_path):
+    from deploy.runtime.hotswap import StoreFollower
+    from deploy.runtime.package import load_package
+
+    store = _store_with(tmp_path, ["a", "b"])
+    slot = PolicySlot(load_package(store.resolve_current()).make_backend(), label="a")
+    follower = StoreFollower(slot, store.root, _point_spec())
+    assert follower.poll_once() is None  # nothing changed
+    store.promote("b", {"passed": True, "reasons": []})
+    entry = follower.poll_once()
+    assert entry is not None and entry.label == "b" and slot.current() is entry.backend
+    store.rollback()
+    assert follower.poll_once().label == "a"
+    assert follower.swaps == ["b", "a"]
+
+
+def test_store_follower_keeps_the_running_policy_when_the_new_package_does_not_fit(tmp_path):
+    from deploy.runtime.hotswap import StoreFollower
+    from deploy.runtime.package import load_package
+
+    store = _store_with(tmp_path, ["a", "b"])
+    slot = PolicySlot(load_package(store.resolve_current()).make_backend(), label="a")
+    k6 = _point_spec(delay_steps=6, delay_ms=240.0, delay_range=(6, 6))  # the packages were trained for k=2
+    follower = StoreFollower(slot, store.root, k6)
+    running = slot.current()
+    store.promote("b", {"passed": True, "reasons": []})
+    assert follower.poll_once() is None
+    assert slot.current() is running and follower.refused == ["b"]
+    assert follower.poll_once() is None  # refused once, not retried every interval
+
+
+def test_store_follower_runs_on_its_own_thread_and_stops(tmp_path):
+    from deploy.runtime.hotswap import StoreFollower
+    from deploy.runtime.package import load_package
+
+    store = _store_with(tmp_path, ["a", "b"])
+    slot = PolicySlot(load_package(store.resolve_current()).make_backend(), label="a")
+    follower = StoreFollower(slot, store.root, _point_spec(), interval_s=0.01).start()
+    try:
+        store.promote("b", {"passed": True, "reasons": []})
+        for _ in range(500):
+            if slot.entry().label == "b":
+                break
+            threading.Event().wait(0.01)
+    finally:
+        follower.stop()
+    assert slot.entry().label == "b"

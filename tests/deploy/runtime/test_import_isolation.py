@@ -1,4 +1,5 @@
-"""The robot side (deploy.runtime, deploy.wire, deploy.contract, calibration) loads without the training side.
+"""The robot side (deploy.runtime, deploy.wire, deploy.contract, deploy.robot_spec, calibration) loads without the
+training side, and the arrows between the robot-side packages go one way (calibration -> deploy, never back).
 
 Each module is imported in a fresh interpreter whose ``sys.meta_path`` starts with a finder that raises
 ImportError for torch, mujoco, gymnasium, stable_baselines3, robot_grpo and envs (and their submodules).
@@ -36,8 +37,8 @@ HARNESS = FORBID_SOURCE + textwrap.dedent(
 
 
 def robot_side_modules() -> list[str]:
-    """Every module of deploy/runtime, deploy/wire and calibration, plus deploy.contract."""
-    modules = ["deploy.contract"]
+    """Every module of deploy/runtime, deploy/wire and calibration, plus deploy.contract and deploy.robot_spec."""
+    modules = ["deploy.contract", "deploy.robot_spec"]
     for package in ("deploy/runtime", "deploy/wire", "calibration"):
         folder = ROOT / package
         dotted = package.replace("/", ".")
@@ -62,7 +63,7 @@ def run_harness(modules: list[str], extra_path: Path | None = None) -> subproces
 def test_robot_side_modules_import_without_the_training_side():
     modules = robot_side_modules()
     assert "deploy.runtime.safety" in modules and "deploy.runtime.ticklog" in modules
-    assert "calibration.schema" in modules and "deploy.wire.codec" in modules
+    assert "calibration.probe" in modules and "deploy.wire.codec" in modules and "deploy.robot_spec" in modules
     result = run_harness(modules)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("ok ") == len(modules)
@@ -107,3 +108,18 @@ def test_no_forbidden_import_anywhere_in_the_source_even_inside_functions():
     assert offenders == {}
     # negative control of the static check
     assert _imported_roots("def f():\n    import torch.nn as nn\n") == {"torch"}
+
+
+def test_the_runtime_and_the_spec_never_import_calibration():
+    """The spec and its file format sit below both the runtime and the calibration package: deploy.* must not
+    import calibration (calibration imports deploy.robot_spec and the safety filter; never the other way)."""
+    offenders = {}
+    for module in robot_side_modules():
+        if module.startswith("calibration"):
+            continue
+        file = ROOT / (module.replace(".", "/") + ".py")
+        if not file.exists():
+            file = ROOT / module.replace(".", "/") / "__init__.py"
+        if "calibration" in _imported_roots(file.read_text()):
+            offenders[module] = "imports calibration"
+    assert offenders == {}

@@ -14,8 +14,8 @@ from loop_fixtures import (
     FAST_PERIOD_S,
     WIDE_BOX,
     DelayAwareP,
-    limits,
     pure_sim,
+    robot_spec,
     run_loop,
     seeded_goals,
 )
@@ -35,7 +35,7 @@ def test_observation_parity_with_the_env_bit_for_bit():
     policy = DelayAwareP()
     sim = pure_sim(policy, seeds, STEPS)
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=STEPS, max_ticks=400)
-    run = run_loop(DelayAwareP(), seeded_goals(seeds), config, limits(WIDE_BOX))
+    run = run_loop(DelayAwareP(), seeded_goals(seeds), config, robot_spec(WIDE_BOX))
     flats = run.episode_flats()
     assert sorted(flats) == [0, 1, 2]
     for episode, expected in enumerate(sim.flats):
@@ -51,7 +51,7 @@ def test_observation_parity_with_the_env_bit_for_bit():
 
 def test_state_sequence_and_stop_in_finally():
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=5, hold_ticks=2, max_ticks=100)
-    run = run_loop(DelayAwareP(), seeded_goals([0, 1]), config, limits())
+    run = run_loop(DelayAwareP(), seeded_goals([0, 1]), config, robot_spec())
     path = [t.target for t in run.report.transitions]
     assert path == [
         LoopState.WAIT_FRESH,
@@ -81,11 +81,14 @@ class Exploding:
         return DelayAwareP()(obs)
 
 
-def test_exception_still_sends_the_stop():
+def test_a_raising_policy_is_held_then_stopped_and_the_stop_reaches_the_robot():
     robot = SimRobot(mode="lockstep", delay=DELAY)
-    config = LoopConfig(period_s=FAST_PERIOD_S, max_ticks=100)
-    with pytest.raises(RuntimeError, match="inference failed"):
-        run_loop(Exploding(4), seeded_goals([0]), config, limits(), robot=robot)
+    config = LoopConfig(period_s=FAST_PERIOD_S, max_ticks=100, recover=False)
+    run = run_loop(Exploding(4), seeded_goals([0]), config, robot_spec(), robot=robot)  # nothing raises
+    faults = [r for r in run.records if "policy_fault" in r.reasons]
+    assert faults and all(np.all(r.sent == 0.0) for r in faults)  # every failed tick held the arm
+    assert run.report.counts["safe_stops"] == 1
+    assert run.report.episodes[0].aborted
     assert robot.estop_active
 
 
@@ -95,7 +98,7 @@ def test_startup_timeout_names_the_port():
     port = os.ttyname(slave)
     try:
         config = LoopConfig(period_s=FAST_PERIOD_S, startup_timeout_s=0.05)
-        controller = Controller(port, CONTRACT, DelayAwareP(), limits(), seeded_goals([0]), config)
+        controller = Controller(port, CONTRACT, DelayAwareP(), robot_spec(), seeded_goals([0]), config)
         with pytest.raises(TimeoutError, match=port):
             controller.run()
         assert controller.sm.state is LoopState.DONE
@@ -120,7 +123,7 @@ class SlowOnce:
 
 def test_overrun_is_counted_and_the_schedule_skips_missed_periods():
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=10, max_ticks=60)
-    run = run_loop(SlowOnce(5, 4 * FAST_PERIOD_S), seeded_goals([0]), config, limits())
+    run = run_loop(SlowOnce(5, 4 * FAST_PERIOD_S), seeded_goals([0]), config, robot_spec())
     assert run.report.timing["overruns"] >= 4  # the slow tick and the whole periods it swallowed
     ticks = [r.tick for r in run.records]
     assert ticks == sorted(set(ticks))
@@ -129,7 +132,7 @@ def test_overrun_is_counted_and_the_schedule_skips_missed_periods():
 def test_tick_log_holds_every_policy_tick(tmp_path):
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=8, max_ticks=60)
     with TickLogWriter(tmp_path / "ticks.tlog", fsync_interval_s=None) as log:
-        run = run_loop(DelayAwareP(), seeded_goals([0, 1]), config, limits(WIDE_BOX), ticklog=log)
+        run = run_loop(DelayAwareP(), seeded_goals([0, 1]), config, robot_spec(WIDE_BOX), ticklog=log)
     records = read_ticklog(tmp_path / "ticks.tlog")
     assert len(records) == len(run.records)
     policy_ticks = [r for r in records if r.episode_id >= 0 and r.obs_flat.size]
@@ -159,7 +162,7 @@ def test_onnx_policy_through_the_ort_cpu_backend(tmp_path):
     )
     backend = make_backend("ort-cpu", path)
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=10, max_ticks=40)
-    run = run_loop(backend, seeded_goals([0]), config, limits(WIDE_BOX))
+    run = run_loop(backend, seeded_goals([0]), config, robot_spec(WIDE_BOX))
     ticks = [r for r in run.records if r.obs_flat.size]
     assert len(ticks) == 10
     with torch.no_grad():
@@ -191,7 +194,7 @@ def test_state_machine_refuses_illegal_transitions():
 def test_bad_goals_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         goals = GoalSource(**kwargs)
-        Controller("loop://", CONTRACT, DelayAwareP(), limits(), goals)
+        Controller("loop://", CONTRACT, DelayAwareP(), robot_spec(), goals)
 
 
 @pytest.mark.parametrize(
@@ -215,7 +218,7 @@ def test_realtime_priority_is_restored_after_the_run():
     policy_before = _os.sched_getscheduler(0)
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=3, max_ticks=20, realtime_priority=10)
     try:
-        run = run_loop(DelayAwareP(), seeded_goals([0]), config, limits())
+        run = run_loop(DelayAwareP(), seeded_goals([0]), config, robot_spec())
     except PermissionError as err:  # no root / CAP_SYS_NICE here: the error must say how to get it
         assert "CAP_SYS_NICE" in str(err)
         return
@@ -230,7 +233,8 @@ def test_real_time_closed_loop_at_25_hz():
     sim = pure_sim(DelayAwareP(), seeds, STEPS)
     robot = SimRobot(mode="realtime", delay=DELAY)
     config = LoopConfig(max_episode_steps=STEPS, max_ticks=400)
-    run = run_loop(DelayAwareP(), seeded_goals(seeds), config, limits(WIDE_BOX, hold_s=0.1, stop_s=0.5), robot=robot)
+    spec = robot_spec(WIDE_BOX, hold_s=0.1, stop_s=0.5)
+    run = run_loop(DelayAwareP(), seeded_goals(seeds), config, spec, robot=robot)
     assert [e.success for e in run.report.episodes] == sim.success
     assert run.report.counts.get("safe_stops", 0) == 0
     assert run.report.timing["latency_s_n"] >= 3 * STEPS

@@ -8,7 +8,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from loop_fixtures import CONTRACT, FAST_PERIOD_S, WIDE_BOX, DelayAwareP, limits, run_loop, seeded_goals
+from loop_fixtures import CONTRACT, FAST_PERIOD_S, WIDE_BOX, DelayAwareP, robot_spec, run_loop, seeded_goals
 
 from deploy.runtime.command_line import CommandLine
 from deploy.runtime.loop import LoopConfig
@@ -39,7 +39,7 @@ def test_longer_robot_delay_matches_the_sim_bit_for_bit():
     expected = pure_sim_flats(DelayAwareP(), seeds)
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=STEPS, max_ticks=200)
     robot = SimRobot(mode="lockstep", delay=ROBOT_DELAY)
-    run = run_loop(DelayAwareP(), seeded_goals(seeds), config, limits(WIDE_BOX), robot=robot)
+    run = run_loop(DelayAwareP(), seeded_goals(seeds), config, robot_spec(WIDE_BOX), robot=robot)
     flats = run.episode_flats()
     assert sorted(flats) == [0, 1]
     for episode, want in enumerate(expected):

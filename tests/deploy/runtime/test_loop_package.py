@@ -18,9 +18,8 @@ import numpy as np
 import pytest
 from loop_fixtures import pure_sim, run_loop, seeded_goals
 
-from calibration.schema import load_calibration
+from deploy.robot_spec import load_robot_spec
 from deploy.runtime.loop import LoopConfig
-from deploy.runtime.safety import SafetyLimits
 from envs.sim_robot import SimRobot
 
 PACKAGE = Path(os.environ.get("ROBOT_GRPO_PACKAGE", Path(__file__).resolve().parents[3] / "models" / "default"))
@@ -35,7 +34,6 @@ def test_package_success_matches_pure_sim():
     from deploy.runtime.package import load_package
 
     package = load_package(PACKAGE)
-    contract = package.contract
     delay = package.action_delay_steps[1]
     if package.action_delay_steps[0] != delay:
         pytest.skip(f"package trained on a delay range {package.action_delay_steps}; this test needs a fixed delay")
@@ -45,10 +43,10 @@ def test_package_success_matches_pure_sim():
     sim = pure_sim(backend, seeds, EPISODE_STEPS, delay=delay)
     sim_rate = float(np.mean(sim.success))
 
-    limits = SafetyLimits.from_calibration(load_calibration(), contract)
+    spec = load_robot_spec()
     config = LoopConfig(max_episode_steps=EPISODE_STEPS, max_ticks=EPISODES * (EPISODE_STEPS + 4) + 50)
     robot = SimRobot(mode="realtime", delay=delay)
-    run = run_loop(backend, seeded_goals(seeds, delay=delay), config, limits, robot=robot)
+    run = run_loop(backend, seeded_goals(seeds, delay=delay), config, spec, robot=robot)
     report = run.report
     loop_rate = report.success_rate
     print(

@@ -148,3 +148,43 @@ def test_an_fp16_computing_backend_is_held_to_the_fp16_tolerance(tmp_path: Path)
         package.self_test(backend, "fp32")
     backend.compute_precision = "fp16"  # what the TensorRT EP reports: it runs fp32 models with fp16 enabled
     assert package.self_test(backend, "fp32") == pytest.approx(1e-3, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("make", "name", "match"),
+    [
+        (lambda f: (f / "notes.txt").write_text("extra"), "notes.txt", "is a file the manifest does not list"),
+        (lambda f: (f / "policy.onnx.bak").write_bytes(b"old model"), "policy.onnx.bak", "does not list"),
+        (lambda f: (f / "extra").mkdir(), "extra", "is a folder the manifest does not list"),
+        (lambda f: (f / "evil.onnx").symlink_to("/etc/hostname"), "evil.onnx", "is a symbolic link"),
+    ],
+    ids=["extra_file", "backup_copy", "subfolder", "unlisted_symlink"],
+)
+def test_anything_the_manifest_does_not_list_is_refused_by_name(tmp_path: Path, make, name: str, match: str) -> None:
+    folder = make_package(tmp_path / "pkg")
+    make(folder)
+    with pytest.raises(PackageError, match=match) as err:
+        load_package(folder)
+    assert name in str(err.value)
+
+
+def test_a_listed_file_replaced_by_a_symlink_is_refused(tmp_path: Path) -> None:
+    folder = make_package(tmp_path / "pkg")
+    real = tmp_path / "elsewhere.onnx"
+    (folder / "policy.onnx").rename(real)
+    (folder / "policy.onnx").symlink_to(real)  # same bytes, same hash: only the link gives it away
+    with pytest.raises(PackageError, match="policy.onnx: is a symbolic link"):
+        load_package(folder)
+
+
+def test_a_model_whose_output_size_does_not_match_the_contract_is_refused_at_load(tmp_path: Path) -> None:
+    folder = make_package(tmp_path / "pkg", outputs=2)  # the contract says 3 actions
+    package = load_package(folder)  # the manifest itself is consistent
+    with pytest.raises(PackageError, match=r"policy.onnx: the model maps 18 inputs to 2 outputs.*needs 18 -> 3"):
+        package.make_backend("ort-cpu", "fp32")
+
+
+def test_io_shapes_in_the_manifest_must_match_the_contract(tmp_path: Path) -> None:
+    folder = make_package(tmp_path / "pkg", io={"input_shape": ["batch", 18], "output_shape": ["batch", 4]})
+    with pytest.raises(PackageError, match=r"manifest.json: its io shapes .* do not match its contract \(18 -> 3\)"):
+        load_package(folder)

@@ -1,16 +1,18 @@
-"""The safety filter's arithmetic, spelled out with the numbers, and a property test of the workspace box."""
+"""The safety filter's arithmetic, spelled out with the numbers, and property tests of the workspace box (any
+actuator gain up to the bound, any true position inside the given bounds)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibration.schema import load_calibration
 from deploy.contract import fetch_reach_contract
+from deploy.robot_spec import load_robot_spec
 from deploy.runtime.safety import (
     CLIP,
     NAN_ACTION,
@@ -44,9 +46,15 @@ FRESH_S = 0.01
 ROUNDING_M = 1e-12  # float rounding allowance on positions (metres)
 
 
-def run(proposed, position=CENTRE, pending=NO_PENDING, previous=ZERO4, age=FRESH_S, limits=LIMITS):
+def run(proposed, position=CENTRE, pending=NO_PENDING, previous=ZERO4, age=FRESH_S, limits=LIMITS, bounds=None):
     return filter_action(
-        np.asarray(position, float), np.asarray(pending, float), np.asarray(proposed, float), previous, age, limits
+        np.asarray(position, float),
+        np.asarray(pending, float),
+        np.asarray(proposed, float),
+        previous,
+        age,
+        limits,
+        bounds,
     )
 
 
@@ -93,6 +101,33 @@ def test_barrier_lower_face_counts_the_commands_in_flight():
     result = run([0.0, 1.0, 0.0, 0.0], position=[0.5, 0.2, 0.5], pending=[0.0, -0.12, 0.0])
     assert result.action[1] == 1.0
     assert result.reasons == ()
+
+
+def test_barrier_plans_with_the_gain_bound():
+    # gain bound 1.5: one unit moves up to 0.15 m. x = 0.9 m: at most 0.5 * 0.1 m -> 0.05 / 0.15 = 1/3 unit
+    limits = replace(LIMITS, actuator_gain_max=1.5)
+    result = run([1.0, 0.0, 0.0, 0.0], position=[0.9, 0.5, 0.5], limits=limits)
+    assert result.action[0] == pytest.approx(1 / 3)
+    # +0.04 m in flight (nominal) moves up to 0.06 m: the arm may end at 0.96 m, gap 0.04 -> 0.02 / 0.15 units
+    result = run([1.0, 0.0, 0.0, 0.0], position=[0.9, 0.5, 0.5], pending=[0.04, 0.0, 0.0], limits=limits)
+    assert result.action[0] == pytest.approx(0.02 / 0.15)
+
+
+def test_motion_in_flight_away_from_a_face_is_not_counted_on():
+    # x = 0.95 m with -0.1 m in flight: with a small gain the arm may not move away, so the gap stays 0.05 m
+    # -> 0.5 * 0.05 / 0.1 = 0.25 units (a filter that counted on the retreat would allow 0.75)
+    result = run([1.0, 0.0, 0.0, 0.0], position=[0.95, 0.5, 0.5], pending=[-0.1, 0.0, 0.0])
+    assert result.action[0] == pytest.approx(0.25)
+
+
+def test_position_bounds_plan_from_the_bound_nearest_each_face():
+    # measured x = 0.9 m, but the gripper may be anywhere in [0.85, 0.92]: the high face plans from 0.92
+    # (gap 0.08 -> 0.4 units), the low face from 0.85 (gap 0.85 -> -4.25 units: the clip binds first)
+    bounds = (np.array([0.85, 0.5, 0.5]), np.array([0.92, 0.5, 0.5]))
+    assert run([1.0, 0, 0, 0], position=[0.9, 0.5, 0.5], bounds=bounds).action[0] == pytest.approx(0.4)
+    assert run([-1.0, 0, 0, 0], position=[0.9, 0.5, 0.5], bounds=bounds).action[0] == pytest.approx(-1.0)
+    nan_bounds = (np.array([np.nan, 0.5, 0.5]), np.array([0.92, 0.5, 0.5]))
+    assert run([1.0, 0, 0, 0], position=[0.9, 0.5, 0.5], bounds=nan_bounds).reasons == (NAN_STATE,)
 
 
 def test_barrier_on_two_faces_and_after_the_clip():
@@ -192,24 +227,30 @@ def test_invalid_limits_are_refused(kwargs):
         SafetyLimits(**args)
 
 
-def test_from_calibration_uses_the_files_box_and_the_contracts_scale(tmp_path):
-    cal = load_calibration()  # calibration/sim_fetch.yaml
-    limits = SafetyLimits.from_calibration(cal, fetch_reach_contract(2))
-    assert limits.workspace_low == cal.workspace_low
-    assert limits.workspace_high == cal.workspace_high
-    assert limits.barrier_fraction == cal.barrier_fraction
-    assert limits.action_scale_m == 0.05
-    assert limits.watchdog_stop_s == cal.watchdog_stop_s
-    overridden = SafetyLimits.from_calibration(cal, fetch_reach_contract(2), watchdog_hold_s=0.2, watchdog_stop_s=1.0)
+def test_from_spec_uses_the_specs_box_gain_and_watchdog():
+    spec = load_robot_spec()  # calibration/sim_fetch.yaml
+    limits = SafetyLimits.from_spec(spec, fetch_reach_contract(2))
+    assert limits.workspace_low == spec.workspace_low
+    assert limits.workspace_high == spec.workspace_high
+    assert limits.barrier_fraction == spec.barrier_fraction
+    assert limits.action_scale_m == spec.command_scale_m == 0.05
+    assert limits.actuator_gain_max == spec.actuator_gain_max
+    assert limits.watchdog_stop_s == spec.watchdog_stop_s
+    overridden = SafetyLimits.from_spec(spec, fetch_reach_contract(2), watchdog_hold_s=0.2, watchdog_stop_s=1.0)
     assert (overridden.watchdog_hold_s, overridden.watchdog_stop_s) == (0.2, 1.0)
 
 
-def test_from_calibration_refuses_another_control_period():
-    cal = load_calibration()
-    contract = fetch_reach_contract(2)
-    other = type(contract)(**{**contract.__dict__, "control_period_s": 0.004})
-    with pytest.raises(ValueError, match="recalibrate"):
-        SafetyLimits.from_calibration(cal, other)
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("control_period_s", 0.004, "runs at 0.04 s per control step, the policy at 0.004 s.*recalibrate"),
+        ("action_scale_m", 0.1, "moves 0.05 m per command unit, the policy commands 0.1 m per unit"),
+    ],
+)
+def test_from_spec_refuses_another_period_or_command_scale(field, value, match):
+    contract = replace(fetch_reach_contract(2), **{field: value})
+    with pytest.raises(ValueError, match=match):
+        SafetyLimits.from_spec(load_robot_spec(), contract)
 
 
 def test_intervention_counter_counts_by_reason():
@@ -222,8 +263,11 @@ def test_intervention_counter_counts_by_reason():
     assert counter.total == 4
 
 
-# Property: any state inside the box, anything in flight that keeps it inside, any proposal -> inside. -------
+# Property: any true position in the bounds, in-flight commands that keep the arm inside for any gain up to the
+# bound, any proposal, any true gain up to the bound -> the arm stays inside and approaches each face by at most
+# the fraction of its gap. ---------------------------------------------------------------------------------------
 coordinate = st.floats(0.0, 1.0, allow_nan=False)
+share = st.floats(0.0, 1.0, allow_nan=False)
 wild = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.floats(-1e300, 1e300),
@@ -231,31 +275,44 @@ wild = st.one_of(
     st.sampled_from([0.0, 1.0, -1.0, 5e-324, 1e308]),
 )
 limits_strategy = st.builds(
-    lambda frac, scale, rate: SafetyLimits((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), 1.0, rate, frac, scale),
+    lambda frac, scale, rate, gain: SafetyLimits(
+        (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), 1.0, rate, frac, scale, actuator_gain_max=gain
+    ),
     st.floats(1e-3, 1.0),
     st.floats(1e-3, 1.0),
     st.floats(1e-3, 2.0),
+    st.floats(0.1, 3.0),
 )
 
 
 @settings(max_examples=400, deadline=None)
 @given(
-    position=st.tuples(coordinate, coordinate, coordinate),
+    low=st.tuples(coordinate, coordinate, coordinate),
+    high=st.tuples(coordinate, coordinate, coordinate),
+    where=st.tuples(share, share, share),
     target=st.tuples(coordinate, coordinate, coordinate),
     proposed=st.lists(wild, min_size=4, max_size=4),
     previous=st.lists(st.floats(-1.0, 1.0), min_size=4, max_size=4),
+    gain_share=share,
     limits=limits_strategy,
 )
-def test_commanded_position_never_leaves_the_box(position, target, proposed, previous, limits):
-    pos = np.array(position)
-    pending = np.array(target) - pos  # the in-flight commands end at ``target``, inside the box
-    result = filter_action(pos, pending, np.array(proposed), np.array(previous), FRESH_S, limits)
-    start = pos + pending
-    end = start + limits.action_scale_m * result.action[:3]
+def test_the_arm_never_leaves_the_box(low, high, where, target, proposed, previous, gain_share, limits):
+    low, high = np.minimum(low, high), np.maximum(low, high)
+    true = low + np.array(where) * (high - low)  # the gripper is somewhere in the bounds
+    measured = low + 0.5 * (high - low)
+    gain_max = limits.actuator_gain_max
+    # in flight (nominal metres): from the true position, the arm ends at ``target`` at the full gain bound
+    pending = (np.array(target) - true) / gain_max
+    result = filter_action(measured, pending, np.array(proposed), np.array(previous), FRESH_S, limits, (low, high))
     assert np.all(np.isfinite(result.action))
     assert np.all(np.abs(result.action) <= limits.max_action)
-    assert np.all(end >= -ROUNDING_M) and np.all(end <= 1.0 + ROUNDING_M)
-    # discrete-time barrier on every face: h(next) >= (1 - fraction) h(now)
     keep = 1.0 - limits.barrier_fraction
-    assert np.all(end >= keep * start - ROUNDING_M)
-    assert np.all(1.0 - end >= keep * (1.0 - start) - ROUNDING_M)
+    for gain in (gain_max, gain_share * gain_max):
+        start = true + gain * pending
+        end = start + gain * limits.action_scale_m * result.action[:3]
+        assert np.all(end >= -ROUNDING_M) and np.all(end <= 1.0 + ROUNDING_M)
+        # discrete-time barrier, worst case over where the gripper may be: h(next) >= (1 - fraction) h(now)
+        worst_high = np.maximum(high + gain_max * np.maximum(pending, 0.0), start)
+        worst_low = np.minimum(low + gain_max * np.minimum(pending, 0.0), start)
+        assert np.all(1.0 - end >= keep * (1.0 - worst_high) - ROUNDING_M)
+        assert np.all(end >= keep * worst_low - ROUNDING_M)

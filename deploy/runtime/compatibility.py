@@ -1,0 +1,82 @@
+"""Does this policy package belong on this robot? The startup check of ``robot-grpo run``, before any command.
+
+stdlib only (robot side). The robot spec says what the robot is (measured); the package's contract and manifest
+say what the policy was trained for. They must agree on:
+
+- the control period (the policy's history and the spec's delay count control steps of it);
+- the command convention (metres per command unit);
+- the delay: the robot's measured delay must lie in the delay range the policy was trained on (a k=2 policy on a
+  k=6 robot sees only 2 of the 6 commands in flight and reaches for the wrong place).
+
+A mismatch is refused with one line naming both values and the fixes; an explicit override (``robot-grpo run
+--set override_compatibility=true``) runs anyway, logged and recorded in the run report. The first two are the
+convention the safety filter needs as well (``SafetyLimits.from_spec`` refuses them, override or not).
+"""
+
+from __future__ import annotations
+
+from deploy.contract import ObservationContract
+from deploy.robot_spec import RobotSpec
+
+MATCH_TOLERANCE = 1e-9  # seconds and metres: the period and the command scale must be the same number
+FIXES = (
+    "recalibrate the robot (robot-grpo calibrate), retrain with env.delay_range covering the robot's delay, "
+    "or run anyway with --set override_compatibility=true (logged)"
+)
+
+
+class CompatibilityError(ValueError):
+    """The robot spec and the policy package do not belong together."""
+
+
+def convention_mismatches(spec: RobotSpec, contract: ObservationContract, policy: str = "the policy") -> list[str]:
+    """Where the robot and the policy count time or distance differently: control period, metres per unit."""
+    problems = []
+    if abs(spec.control_period_s - contract.control_period_s) > MATCH_TOLERANCE:
+        problems.append(
+            f"robot {spec.robot_id!r} runs at {spec.control_period_s} s per control step, {policy} at "
+            f"{contract.control_period_s} s"
+        )
+    if abs(spec.command_scale_m - contract.action_scale_m) > MATCH_TOLERANCE:
+        problems.append(
+            f"robot {spec.robot_id!r} moves {spec.command_scale_m} m per command unit, {policy} commands "
+            f"{contract.action_scale_m} m per unit"
+        )
+    return problems
+
+
+def mismatches(
+    spec: RobotSpec, contract: ObservationContract, trained_delays: tuple[int, int], package_name: str
+) -> list[str]:
+    """What disagrees between the robot spec and a package (empty when they belong together).
+
+    :param trained_delays: (low, high) actuation delays the policy was trained for (the manifest's
+        ``action_delay_steps``), in control steps.
+    """
+    policy = f"package {package_name}"
+    problems = convention_mismatches(spec, contract, policy)
+    low, high = trained_delays
+    robot_low, robot_high = spec.delay_range
+    if not (low <= robot_low and robot_high <= high):
+        measured = f"{spec.delay_steps} control steps ({spec.delay_ms:.0f} ms)"
+        if robot_low != robot_high:
+            measured += f", range {robot_low}..{robot_high}"
+        problems.append(
+            f"robot {spec.robot_id!r} has an action delay of {measured}, {policy} was trained for {low}..{high} steps"
+        )
+    return problems
+
+
+def check_compatibility(
+    spec: RobotSpec,
+    contract: ObservationContract,
+    trained_delays: tuple[int, int],
+    package_name: str,
+    override: bool = False,
+) -> list[str]:
+    """Raise ``CompatibilityError`` (one line: both values and the fixes) when the spec and the package disagree;
+    with ``override`` return the disagreements instead (the caller logs them and records them in its report)."""
+    problems = mismatches(spec, contract, trained_delays, package_name)
+    if problems and not override:
+        raise CompatibilityError("; ".join(problems) + f". Fix: {FIXES}")
+    return problems

@@ -1,0 +1,303 @@
+"""What the control loop does with each state in each mode: the per-state half of ``deploy.runtime.loop.Controller``.
+
+numpy only (robot side). ``loop.py`` paces the ticks and owns the link (receive, send, shutdown, safe stop); this
+mixin decides, for each fresh state (or a period without one), what to command given the loop's mode
+(``state_machine.LoopState``):
+
+    any mode   robot e-stop flag -> SAFE_STOP; the state is checked first (``state_check.StateChecker``)
+    SAFE_STOP  repeat the e-stop until the robot acknowledges it; then, on an accepted state, WAIT_FRESH -> HOLD
+    WAIT_FRESH an accepted state -> HOLD
+    HOLD       hold; ``hold_ticks`` accepted states in a row -> HOMING (the next episode)
+    HOMING     the accepted HOMED state -> RUN; no answer after ``home_retry_ticks()`` -> resend HOME
+    RUN        policy -> safety filter -> command; a full episode -> the next one
+    (HOLD, HOMING, RUN) an implausible or malformed state -> hold and count, ``max_implausible_states`` in a row ->
+               SAFE_STOP; a confirmed robot restart -> HOLD (abort the episode, re-home)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from deploy.runtime.command_line import HOLD_SEQ
+from deploy.runtime.loop_config import HOME_RETRY_ROUND_TRIPS
+from deploy.runtime.policy_guard import OVERRUN
+from deploy.runtime.safety import (
+    IMPLAUSIBLE_STATE,
+    POLICY_FAULT,
+    ROBOT_RESTART,
+    FilterResult,
+    filter_action,
+    hold_result,
+)
+from deploy.runtime.state_check import Verdict
+from deploy.runtime.state_machine import LoopState
+from deploy.runtime.ticklog import TickRecord
+from deploy.wire import EStopMsg, EStopReason, HomeMsg, StateFlags, StateMsg
+
+if TYPE_CHECKING:
+    from deploy.runtime.loop import Controller
+
+logger = logging.getLogger(__name__)
+
+EMPTY = np.zeros(0)
+ACTIVE_MODES = (LoopState.WAIT_FRESH, LoopState.HOLD, LoopState.HOMING, LoopState.RUN)  # a robot e-stop stops these
+CHECKED_MODES = (LoopState.HOLD, LoopState.HOMING, LoopState.RUN)  # modes where a bad state costs a held tick
+MALFORMED_STATE = "malformed_state"  # reason of a tick whose states were all dropped at decode (state_frames.py)
+
+
+class StateHandling:
+    """The per-state decisions of the controller (mixed into ``Controller``; see the module docstring)."""
+
+    # A fresh state arrived --------------------------------------------------------------------------------------
+    def _on_state(self: Controller, t_in: float, msg: StateMsg) -> TickRecord | None:
+        finite = bool(np.all(np.isfinite(msg.state)))
+        if not finite:
+            self.counts["nan_states"] += 1
+        verdict = self._check(msg, t_in) if finite else Verdict(False, "non_finite")
+        if msg.flags & StateFlags.ESTOP_ACTIVE:
+            self._stop_acked = True
+        state = self.sm.state
+        if msg.flags & StateFlags.ESTOP_FROM_ROBOT and state in ACTIVE_MODES:
+            self._safe_stop("robot reports an e-stop", send_estop=False)
+            return None
+        if state is LoopState.SAFE_STOP:
+            return self._safe_stop_tick(msg, verdict)
+        if state is LoopState.WAIT_FRESH:
+            if not verdict.accepted:
+                self._heartbeat()
+                return None
+            self._enter(LoopState.HOLD, "fresh state")
+            self._hold_count = 0
+            return self._hold_tick(msg, verdict)
+        if verdict.restart:
+            return self._restart_tick(msg)
+        if finite and not verdict.accepted:
+            return self._implausible_tick(msg, (IMPLAUSIBLE_STATE, f"implausible_{verdict.kind}"))
+        self._implausible_run = 0
+        if state is LoopState.HOLD:
+            return self._hold_tick(msg, verdict)
+        if state is LoopState.HOMING:
+            if verdict.accepted and msg.flags & StateFlags.HOMED:
+                self._round_trips.append(t_in - self._home_sent_t)
+                self._enter(LoopState.RUN, f"episode {self.episodes.current.index} starts")  # type: ignore[union-attr]
+                return self._policy_tick(t_in, msg, verdict)
+            self._homing_retry()
+            return None
+        return self._policy_tick(t_in, msg, verdict)
+
+    def _check(self: Controller, msg: StateMsg, t_in: float) -> Verdict:
+        """Run the state checker; an accepted state becomes the anchor and refreshes the watchdog."""
+        old_pending = self._anchor.pending if self._anchor is not None else ()
+        applied = self.line.applied_between(old_pending, msg.pending, self._anchor_sent_seq)
+        homed = bool(msg.flags & StateFlags.HOMED)
+        verdict = self.checker.check(msg, t_in, applied, homed, self.robot_link.sent_total)
+        if verdict.clock_corrected:
+            self.counts["clock_offset_corrections"] += 1
+        if verdict.accepted or verdict.restart:
+            self._anchor = msg
+            self._anchor_sent_seq = self.line.last_sent_seq
+            round_trip = self.line.round_trip_s(msg.pending, t_in)
+            if round_trip is not None:
+                self._round_trips.append(round_trip)
+            self._bounds = (verdict.low, verdict.high)  # type: ignore[assignment]
+            self._last_valid_t = self.checker.robot_time_local(msg.t_s)
+            self.stats.on_robot_state(msg.seq, msg.t_s, restarted=bool(msg.flags & StateFlags.HOMED))
+        else:
+            self.counts[f"implausible_{verdict.kind}"] += 1
+        return verdict
+
+    def _safe_stop_tick(self: Controller, msg: StateMsg, verdict: Verdict) -> None:
+        """SAFE_STOP: repeat the e-stop until acknowledged; recover once acknowledged and the robot answers again."""
+        if not self._stop_acked:
+            self._send(EStopMsg(self._next_seq(), self._clock(), EStopReason.WATCHDOG))
+            self.counts["estop_repeats"] += 1
+            return None
+        if verdict.accepted and not msg.flags & StateFlags.ESTOP_FROM_ROBOT and self.config.recover:
+            self._enter(LoopState.WAIT_FRESH, "the robot acknowledged the stop and answers again")
+            self._enter(LoopState.HOLD, "fresh state")
+            self._hold_count = 0
+            return self._hold_tick(msg, verdict)
+        self._heartbeat()
+        return None
+
+    def _hold_tick(self: Controller, msg: StateMsg, verdict: Verdict) -> TickRecord:
+        """HOLD: answer with the hold; after ``hold_ticks`` accepted states in a row, home for the next episode."""
+        self._hold_count = self._hold_count + 1 if verdict.accepted else 0
+        self._send_command(self._hold)
+        if self._hold_count >= self.config.hold_ticks:
+            self._start_episode()
+        return self._record(msg, EMPTY, self._hold, self._hold, (), float("nan"), False)
+
+    def _implausible_tick(self: Controller, msg: StateMsg | None, reasons: tuple[str, ...]) -> TickRecord:
+        """The state failed its check or was malformed: never plan with it. Hold, count; too many in a row -> safe
+        stop."""
+        self._implausible_run += 1
+        self._hold_count = 0
+        self.interventions.add(reasons)
+        if self._implausible_run >= self.config.max_implausible_states:
+            self._safe_stop(f"{self._implausible_run} implausible or malformed states in a row (last: {reasons[-1]})")
+            return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), True)
+        self._send_command(self._hold)
+        return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), False)
+
+    def _restart_tick(self: Controller, msg: StateMsg) -> TickRecord:
+        """The robot restarted (clock and sequence began again): hold, abort the episode, re-home."""
+        self._implausible_run = 0
+        self.interventions.add((ROBOT_RESTART,))
+        self.counts["robot_restarts"] += 1
+        logger.warning(
+            "tick %d: the robot restarted (its clock and sequence began again); holding to re-home", self.tick
+        )
+        if self.episodes.current is not None:
+            self.episodes.end(None, aborted=True)
+        self.line.new_episode()
+        if self.sm.state is not LoopState.HOLD:
+            self._enter(LoopState.HOLD, "the robot restarted: hold, then re-home")
+        self._hold_count = 0
+        self._send_command(self._hold)
+        return self._record(msg, EMPTY, self._hold, self._hold, (ROBOT_RESTART,), float("nan"), False)
+
+    def _policy_tick(self: Controller, t_in: float, msg: StateMsg, verdict: Verdict) -> TickRecord | None:
+        """RUN: build the observation, ask the policy, filter, send (or end the episode)."""
+        goal = self.episodes.current.goal  # type: ignore[union-attr]
+        if verdict.accepted and self.episodes.full:
+            self.episodes.end(msg.state, aborted=False)
+            self._start_episode()
+            return None
+        if self.episodes.steps and msg.pending and msg.pending[-1] == HOLD_SEQ:
+            self.counts["robot_held"] += 1  # our previous command was lost or reached the robot after its step
+        if len(msg.pending) > self.spec.delay_range[1]:
+            self.counts["line_longer_than_spec"] += 1  # the robot's delay grew past its spec: recalibrate
+        self.line.sync(msg.pending)
+        flat = EMPTY
+        proposed = self._hold
+        fault = ""
+        if verdict.accepted:
+            flat = self.contract.flatten(self.contract.build(msg.state, self.line.history, goal))
+            action, fault = self.guard.infer(flat)
+            proposed = action if action is not None else self._hold
+        age = self._clock() - self._last_valid_t
+        if fault and fault != OVERRUN:
+            result = hold_result(self.contract.action_dim, POLICY_FAULT)
+        else:
+            result = filter_action(
+                msg.state[self._pos],
+                self.line.displacement_m(self._dims),
+                proposed,
+                self._previous,
+                age,
+                self.limits,
+                self._bounds if verdict.accepted else None,
+            )
+            if fault:
+                result = FilterResult(result.action, (POLICY_FAULT, *result.reasons), result.stop)
+        failing = self.guard.failing_for(self._clock())
+        if failing >= self.config.policy_fault_stop_s:
+            self.interventions.add(result.reasons)
+            self._safe_stop(f"the policy failed ({self.guard.last_fault}) for {failing:.3f} s")
+            return self._record(msg, flat, proposed, self._hold, result.reasons, float("nan"), True)
+        return self._apply(result, t_in, msg, flat, proposed, counts_as_step=verdict.accepted)
+
+    def _apply(
+        self,
+        result: FilterResult,
+        t_in: float | None,
+        msg: StateMsg | None,
+        flat: np.ndarray,
+        proposed: np.ndarray,
+        counts_as_step: bool,
+    ) -> TickRecord | None:
+        self.interventions.add(result.reasons)
+        if result.stop:
+            self._safe_stop("watchdog: no fresh valid state within watchdog_stop_s")
+            return self._record(msg, flat, proposed, self._hold, result.reasons, float("nan"), True)
+        t_out = self._send_command(result.action)
+        latency = float("nan")
+        if t_in is not None:
+            latency = t_out - t_in
+            self.stats.on_command(self.tick, t_in, t_out, restart=counts_as_step and self.episodes.steps == 0)
+        if counts_as_step:
+            self.episodes.step_taken()
+        return self._record(msg, flat, proposed, result.action, result.reasons, latency, False)
+
+    # No fresh state this period ---------------------------------------------------------------------------------
+    def _on_silence(self: Controller) -> TickRecord | None:
+        state = self.sm.state
+        now = self._clock()
+        rejected = self.robot_link.take_rejected()
+        if rejected and state in CHECKED_MODES:  # states came but were malformed: hold and count, like implausible
+            return self._implausible_tick(None, (MALFORMED_STATE, *sorted({f"malformed_{r}" for r in rejected})))
+        if state is LoopState.RUN:
+            age = now - self._last_valid_t
+            if age <= self.limits.watchdog_hold_s:
+                self._heartbeat()  # a late frame is no fault yet; a lock-step robot whose answer was lost replies
+                return None
+            position = self._anchor.state[self._pos]  # type: ignore[union-attr]
+            result = filter_action(
+                position,
+                self.line.displacement_m(self._dims),
+                self._hold,
+                self._previous,
+                age,
+                self.limits,
+                self._bounds,
+            )
+            return self._apply(result, None, None, EMPTY, self._hold, counts_as_step=False)
+        if state is LoopState.HOLD:
+            self._hold_count = 0
+            if now - self._last_valid_t > self.limits.watchdog_stop_s:
+                self._safe_stop("watchdog while holding")
+                return None
+        startup = state is LoopState.WAIT_FRESH and self._anchor is None
+        if startup and now - self._mode_since > self.config.startup_timeout_s:
+            raise TimeoutError(
+                f"no valid state from the robot on {self.robot_link.name} within "
+                f"{self.config.startup_timeout_s} s of connecting; is the robot running and the port right?"
+            )
+        if state is LoopState.SAFE_STOP:
+            if now - self._mode_since > self.config.recover_timeout_s:
+                self._finish(f"the robot stayed silent for {self.config.recover_timeout_s} s after a safe stop")
+                return None
+            if not self._stop_acked:  # repeat the stop every period until the robot acknowledges it
+                self._send(EStopMsg(self._next_seq(), self._clock(), EStopReason.WATCHDOG))
+                self.counts["estop_repeats"] += 1
+                return None
+        if state is LoopState.HOMING:
+            self._homing_retry()
+            return None
+        self._heartbeat()
+        return None
+
+    # Episodes ---------------------------------------------------------------------------------------------------
+    def _start_episode(self: Controller) -> None:
+        episode = self.episodes.start_next()
+        if episode is None:
+            self._finish("all goals served")
+            return
+        self.line.new_episode()
+        self._previous = self._hold.copy()
+        self._enter(LoopState.HOMING, f"episode {episode.index}: home (seed {episode.seed})")
+        self._send_home()
+
+    def _send_home(self: Controller) -> None:
+        self._home_tick = self.tick
+        self._home_sent_t = self._clock()
+        self.checker.expect_home()
+        self._send(HomeMsg(self._next_seq(), self._home_sent_t, self.episodes.current.seed))  # type: ignore[union-attr]
+
+    def home_retry_ticks(self: Controller) -> int:
+        """Ticks to wait for a HOME's answer before resending it: the configured ticks, or
+        ``HOME_RETRY_ROUND_TRIPS`` of the slowest recent round trip (commands and HOMEs), whichever is longer."""
+        slowest = max(self._round_trips, default=0.0)
+        return max(self.config.home_retry_ticks, math.ceil(HOME_RETRY_ROUND_TRIPS * slowest / self.period_s))
+
+    def _homing_retry(self: Controller) -> None:
+        if self.tick - self._home_tick >= self.home_retry_ticks():
+            self.counts["home_retries"] += 1
+            self._send_home()
+        else:
+            self._heartbeat()

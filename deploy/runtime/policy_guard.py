@@ -1,0 +1,73 @@
+"""Runs the policy once per tick and tells the loop when it has been failing for too long.
+
+numpy only (robot side). A policy fails a tick when it raises, returns the wrong number of values, returns NaN/inf,
+or takes longer than the control period (an overrun: its action is still used, it is late but valid). The loop
+holds on the first three and keeps a clock: ``failing_for(now)`` is how long the failures have lasted without a
+clean answer in between; past ``LoopConfig.policy_fault_stop_s`` the loop stops safely. Nothing raises here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+RAISED = "raised"
+WRONG_SIZE = "wrong_size"
+NON_FINITE = "non_finite"
+OVERRUN = "overrun"
+FAULT_KINDS = (RAISED, WRONG_SIZE, NON_FINITE, OVERRUN)
+
+
+class PolicyGuard:
+    """Calls the policy and tracks its failures.
+
+    :param policy: float32 obs [1, D] -> float32 action [1, A]: a backend, or a ``PolicySlot`` (``current()`` is
+        read once per call, so a hot swap lands between ticks).
+    :param action_dim: values the policy must return.
+    :param period_s: the control period (seconds): a call longer than it is an overrun.
+    :param clock: monotonic clock in seconds.
+    """
+
+    def __init__(self, policy: Any, action_dim: int, period_s: float, clock: Callable[[], float] = time.monotonic):
+        self.policy = policy
+        self.action_dim = action_dim
+        self.period_s = period_s
+        self._clock = clock
+        self._failing_since: float | None = None
+        self.last_fault = ""
+
+    def infer(self, flat: np.ndarray) -> tuple[np.ndarray | None, str]:
+        """(action, fault): the action is None when it must not be used (raised, wrong size, NaN/inf); ``fault`` is
+        one of ``FAULT_KINDS`` or "" for a clean, timely answer."""
+        backend = self.policy.current() if hasattr(self.policy, "current") else self.policy
+        start = self._clock()
+        try:
+            action = np.asarray(backend(flat[None, :]), dtype=np.float64).reshape(-1)
+        except Exception as err:  # a broken model must hold the arm, not end the loop
+            return self._fault(RAISED, None, f"the policy raised {err!r}")
+        if action.size != self.action_dim:
+            return self._fault(WRONG_SIZE, None, f"the policy returned {action.size} values, not {self.action_dim}")
+        if not np.all(np.isfinite(action)):
+            return self._fault(NON_FINITE, None, "the policy returned NaN or inf")
+        if self._clock() - start > self.period_s:
+            return self._fault(OVERRUN, action, f"the policy took longer than the {self.period_s} s period")
+        self._failing_since = None
+        self.last_fault = ""
+        return action, ""
+
+    def failing_for(self, now: float) -> float:
+        """Seconds the policy has failed without a clean answer in between (0 when it works)."""
+        return 0.0 if self._failing_since is None else now - self._failing_since
+
+    def _fault(self, kind: str, action: np.ndarray | None, text: str) -> tuple[np.ndarray | None, str]:
+        if self._failing_since is None:
+            self._failing_since = self._clock()
+            logger.warning("policy fault: %s", text)
+        self.last_fault = kind
+        return action, kind

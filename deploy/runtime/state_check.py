@@ -1,0 +1,328 @@
+"""Is a robot state plausible? Checked against the robot spec and the commands in flight before it is used.
+
+numpy only (robot side). A CRC-valid frame can still carry a wrong state: a sensor or encoder glitch, a clock that
+jumped, a controller that rebooted. The control loop hands every fresh, finite state to ``StateChecker.check``
+together with the commands that may have been applied since the last accepted state; a state that fails is never
+used to plan (the loop holds and counts it). The checks, against the last accepted state (the anchor):
+
+- time: the robot's clock must move forward (``time_backwards``) and must not run ahead of the local clock by more
+  than ``clock_tolerance_s`` once the clock offset is taken out (``time_ahead``). The offset is the fastest transit
+  seen (local receive time minus robot stamp) over accepted states only, allowed to grow slowly
+  (``OFFSET_DRIFT_S_PER_S``) so a slow robot clock does not age every state over a long run. The tolerance is at
+  most half the watchdog's hold time: a state accepted that far ahead lowers the offset, and so ages later states,
+  by less than the watchdog reacts to;
+- sequence: at most ``seq_gap_slack`` more messages than the elapsed time and the loop's own messages explain
+  (``seq_gap``: a robot numbers up to ``MSGS_PER_STEP`` messages per control step and per message it answers); an
+  older sequence number (``seq_backwards``) is a replay or a reboot;
+- position: inside the reachable envelope (the workspace grown by ``envelope_margin_m``, ``outside_envelope``);
+  no faster than ``plausible_speed_m_s`` over the elapsed time (``too_fast``); no further (Euclidean) than the
+  applied commands can move the arm at the spec's gain bound, plus a share of the motion carried from the previous
+  step and a margin (``unexplained_motion``: a glitch); and, summed over the last ``GAIN_WINDOW`` states, no
+  further than the gain bound allows (``exceeds_gain``: the robot is faster than its spec says; recalibrate).
+  Distances, not axes: a command on one axis moves the arm a little on the others (the arm's kinematics), so only
+  the length of the motion is bounded by the length of the commands. Margins include ``NOISE_SIGMAS`` standard
+  deviations of the spec's noise.
+
+Recovery: rejected states form a candidate chain. When ``resync_states`` of them in a row are consistent with each
+other but the break with the anchor is in time or sequence (the robot restarted: its clock and counter began
+again, or one bad stamp shifted them), the checker re-anchors on the chain and reports ``restart``: the loop holds
+and re-homes. A chain that is only "ahead" of the clock offset, and otherwise continues the anchor (sequence,
+motion), shows the offset was overestimated (the first states after a reset arrived late); the offset is corrected
+and the state accepted (``clock_corrected``), with no re-home. A break in position alone (a persistent offset, an
+arm pushed by hand) is never re-anchored here: the loop safe-stops after enough implausible states, and a fresh
+anchor is taken after the robot is re-homed.
+
+For the barrier, an accepted state comes with bounds on where the gripper really is: per axis, the measured
+position and the furthest the anchor plus the applied commands can have gone, whichever is nearer each face, widened
+by the noise. A glitch small enough to pass the checks therefore cannot make the barrier plan from a position
+further from a face than the commands allow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from deploy.contract import ObservationContract
+from deploy.robot_spec import RobotSpec
+from deploy.wire import StateMsg, seq_newer
+from deploy.wire.messages import SEQ_MODULUS
+
+# Kinds of implausible state (the tick log records ``implausible_<kind>``).
+TIME_BACKWARDS = "time_backwards"
+TIME_AHEAD = "time_ahead"
+SEQ_GAP = "seq_gap"
+SEQ_BACKWARDS = "seq_backwards"
+OUTSIDE_ENVELOPE = "outside_envelope"
+TOO_FAST = "too_fast"
+UNEXPLAINED_MOTION = "unexplained_motion"
+EXCEEDS_GAIN = "exceeds_gain"
+IMPLAUSIBLE_KINDS = (
+    TIME_BACKWARDS,
+    TIME_AHEAD,
+    SEQ_GAP,
+    SEQ_BACKWARDS,
+    OUTSIDE_ENVELOPE,
+    TOO_FAST,
+    UNEXPLAINED_MOTION,
+    EXCEEDS_GAIN,
+)
+RESTART_KINDS = frozenset({TIME_BACKWARDS, TIME_AHEAD, SEQ_GAP, SEQ_BACKWARDS})  # breaks a robot restart explains
+
+NOISE_SIGMAS = 4.0  # noise allowance of every position check, in standard deviations of the spec's noise
+BOUND_NOISE_SIGMAS = 3.0  # the barrier's position bounds are widened by this many standard deviations
+MOTION_MARGIN_M = 0.01  # metres of motion no command explains that are still normal (sag, contact, coupling)
+CARRY_FRACTION = 0.5  # share of the previous step's motion the arm may carry into the next (momentum)
+GAIN_WINDOW = 6  # states over which the summed motion must fit the gain bound (a margin per step would hide it)
+SPEED_MARGIN_M = 0.001  # metres added to the speed bound (rounding of short intervals)
+OFFSET_DRIFT_S_PER_S = 1e-3  # the clock offset may grow this fast: robot clocks slower than ours by <= 1000 ppm
+DEFAULT_CLOCK_TOLERANCE_S = 0.05
+DEFAULT_SEQ_GAP_SLACK = 32  # messages still in flight when the anchor was taken, answered after it
+DEFAULT_RESYNC_STATES = 3
+MSGS_PER_STEP = 2  # messages a robot may number per control step or per message it answers (a state + an error)
+
+
+class Verdict(NamedTuple):
+    """The check of one state.
+
+    :param accepted: the state may be used to plan.
+    :param kind: why it was rejected (one of ``IMPLAUSIBLE_KINDS``); "" when accepted.
+    :param restart: the robot restarted: the checker re-anchored on this state; hold and re-home.
+    :param clock_corrected: the clock offset was lowered to what this state and the ones before it confirm.
+    :param low: lower bound of where the gripper is (metres, accepted states only).
+    :param high: upper bound (metres).
+    """
+
+    accepted: bool
+    kind: str = ""
+    restart: bool = False
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+    clock_corrected: bool = False
+
+
+@dataclass
+class _Seen:
+    """A state as the checker remembers it."""
+
+    seq: int
+    t_robot: float
+    t_recv: float
+    position: np.ndarray
+    pending: tuple[int, ...]
+    motion: np.ndarray  # position change from the state before it (metres)
+    prompts: int  # messages the loop had sent when it checked this state
+    reach: float = 0.0  # metres the applied commands allowed (Euclidean, at the gain bound), without carry
+
+
+class StateChecker:
+    """Checks each fresh, finite state against the spec and the commands in flight (see the module docstring).
+
+    :param spec: the robot spec (plausible speed, gain bound, noise, workspace, envelope margin, control period).
+    :param contract: the policy's contract (where the position sits in the state).
+    :param loop_period_s: the control loop's period (seconds): sequence gaps are judged per period.
+    :param resync_states: consistent rejected states in a row that confirm a robot restart.
+    :param clock_tolerance_s: how far (seconds) a stamp may run ahead of the local clock.
+    :param seq_gap_slack: messages beyond the elapsed time's share a state may skip.
+    """
+
+    def __init__(
+        self,
+        spec: RobotSpec,
+        contract: ObservationContract,
+        loop_period_s: float,
+        resync_states: int = DEFAULT_RESYNC_STATES,
+        clock_tolerance_s: float = DEFAULT_CLOCK_TOLERANCE_S,
+        seq_gap_slack: int = DEFAULT_SEQ_GAP_SLACK,
+    ) -> None:
+        if resync_states < 2:
+            raise ValueError(f"resync_states must be >= 2 states (one state confirms nothing), got {resync_states}")
+        if not loop_period_s > 0:
+            raise ValueError(f"loop_period_s must be > 0 seconds, got {loop_period_s}")
+        self.spec = spec
+        self._pos = slice(*contract.position_slice)
+        self._dims = contract.goal_dim
+        self.loop_period_s = float(loop_period_s)
+        self.resync_states = resync_states
+        self.clock_tolerance_s = min(clock_tolerance_s, spec.watchdog_hold_s / 2.0)
+        self.seq_gap_slack = seq_gap_slack
+        noise = np.asarray(spec.observation_noise_std_m, dtype=np.float64)
+        self._noise_check_m = NOISE_SIGMAS * math.sqrt(2.0) * noise  # two noisy positions in each difference
+        self._noise_length_m = float(np.linalg.norm(self._noise_check_m))
+        self._noise_bound_m = BOUND_NOISE_SIGMAS * noise
+        self._motion_margin_m = MOTION_MARGIN_M + self._noise_length_m
+        self._env_low = np.asarray(spec.workspace_low) - spec.envelope_margin_m - NOISE_SIGMAS * noise
+        self._env_high = np.asarray(spec.workspace_high) + spec.envelope_margin_m + NOISE_SIGMAS * noise
+        self._step_m_per_unit = spec.command_scale_m * spec.actuator_gain_max
+        self.anchor: _Seen | None = None
+        self.offset_s = math.inf  # local minus robot time of the fastest accepted transit (seconds)
+        self._chain: list[_Seen] = []
+        self._window: deque[_Seen] = deque(maxlen=GAIN_WINDOW - 1)  # accepted states that moved, newest last
+        self._chain_kind = ""
+        self._home_expected = False
+
+    # Lifecycle ---------------------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget everything (a reconnect, or a restart after a safe stop): the next state becomes the anchor."""
+        self.anchor = None
+        self.offset_s = math.inf
+        self._chain.clear()
+        self._window.clear()
+        self._home_expected = False
+
+    def expect_home(self) -> None:
+        """A HOME was sent: the next state flagged HOMED may be anywhere in the envelope (the home pose)."""
+        self._home_expected = True
+
+    def robot_time_local(self, t_robot: float) -> float:
+        """The local time (seconds) at which the robot made a state stamped ``t_robot`` (at the fastest transit)."""
+        return t_robot + self.offset_s
+
+    # The check ----------------------------------------------------------------------------------------------
+    def check(
+        self, msg: StateMsg, t_recv: float, applied: np.ndarray, homed: bool = False, prompts: int = 0
+    ) -> Verdict:
+        """Check one fresh, finite state received at local time ``t_recv``.
+
+        :param applied: ``[n, action_dim]`` commands (units) that may have been applied since the anchor
+            (``CommandLine.applied_between``): they bound the motion.
+        :param homed: the state carries the HOMED flag.
+        :param prompts: messages the loop has sent so far (a running count): each may be answered.
+        """
+        position = np.asarray(msg.state[self._pos], dtype=np.float64)
+        seen = _Seen(msg.seq, msg.t_s, t_recv, position, msg.pending, np.zeros(self._dims), prompts)
+        if self._outside_envelope(position):
+            return self._reject(seen, OUTSIDE_ENVELOPE)
+        anchor = self.anchor
+        if anchor is None:
+            return self._accept(seen, None)
+        kind = self._clock_kind(seen, anchor)
+        corrected = False
+        if kind == TIME_AHEAD and self._offset_overestimated(seen):
+            self.offset_s = min(s.t_recv - s.t_robot for s in (*self._chain, seen))
+            kind, corrected = self._clock_kind(seen, anchor), True
+        if kind:
+            return self._reject(seen, kind)
+        if homed and self._home_expected:  # the robot went home: a jump to the home pose is expected
+            self._home_expected = False
+            self._window.clear()
+            return self._accept(seen, None)._replace(clock_corrected=corrected)
+        elapsed_s = self._elapsed_s(seen, anchor)
+        motion = position - anchor.position
+        if float(np.max(np.abs(motion) - self._noise_check_m)) > self.spec.plausible_speed_m_s * elapsed_s + (
+            SPEED_MARGIN_M
+        ):
+            return self._reject(seen, TOO_FAST)
+        seen.reach = self._reach_m(applied)
+        reach = seen.reach + CARRY_FRACTION * float(np.linalg.norm(anchor.motion))
+        if float(np.linalg.norm(motion)) > reach + self._motion_margin_m:
+            return self._reject(seen, UNEXPLAINED_MOTION)
+        seen.motion = motion
+        if self._exceeds_gain(seen):
+            return self._reject(seen, EXCEEDS_GAIN)
+        self._window.append(seen)
+        bound = (anchor.position - reach, anchor.position + reach)
+        return self._accept(seen, bound)._replace(clock_corrected=corrected)
+
+    # Pieces ---------------------------------------------------------------------------------------------------
+    def _outside_envelope(self, position: np.ndarray) -> bool:
+        return bool(np.any(position < self._env_low) or np.any(position > self._env_high))
+
+    def _clock_kind(self, seen: _Seen, anchor: _Seen) -> str:
+        """The time/sequence fault of ``seen`` relative to ``anchor`` ("" if none)."""
+        if not seq_newer(seen.seq, anchor.seq):
+            return SEQ_BACKWARDS
+        if not seen.t_robot > anchor.t_robot:
+            return TIME_BACKWARDS
+        if seen.t_robot + self.offset_s > seen.t_recv + self.clock_tolerance_s:
+            return TIME_AHEAD
+        if self._seq_gap(anchor, seen):
+            return SEQ_GAP
+        return ""
+
+    def _seq_gap(self, older: _Seen, newer: _Seen) -> bool:
+        """More messages numbered between two states than the elapsed time and the loop's messages explain."""
+        elapsed = max(newer.t_robot - older.t_robot, newer.t_recv - older.t_recv)
+        steps = math.ceil(elapsed / self.loop_period_s) + max(0, newer.prompts - older.prompts)
+        return (newer.seq - older.seq) % SEQ_MODULUS > self.seq_gap_slack + MSGS_PER_STEP * steps
+
+    def _elapsed_s(self, seen: _Seen, anchor: _Seen) -> float:
+        """An upper bound of the physical time between two states: robot clock, or one control period per message
+        (a lock-step robot steps a whole period per command, whatever its clock says)."""
+        messages = (seen.seq - anchor.seq) % SEQ_MODULUS
+        return max(seen.t_robot - anchor.t_robot, messages * self.spec.control_period_s)
+
+    def _reach_m(self, applied: np.ndarray) -> float:
+        """The furthest (metres, Euclidean) the applied commands can move the arm at the gain bound."""
+        cart = np.asarray(applied, dtype=np.float64)[:, : self._dims]
+        return float(np.linalg.norm(cart, axis=1).sum()) * self._step_m_per_unit
+
+    def _exceeds_gain(self, seen: _Seen) -> bool:
+        """Over the window ending with ``seen``: the length of the summed motion beyond the summed reach of the
+        commands at the gain bound, plus the first step's carry and one margin (a robot faster than its spec)."""
+        window = [*self._window, seen]
+        if len(window) < GAIN_WINDOW:
+            return False
+        moved = float(np.linalg.norm(np.sum([s.motion for s in window], axis=0)))
+        reach = sum(s.reach for s in window) + CARRY_FRACTION * float(np.linalg.norm(window[0].motion))
+        return moved > reach + self._motion_margin_m
+
+    def _accept(self, seen: _Seen, bound: tuple[np.ndarray, np.ndarray] | None) -> Verdict:
+        transit = seen.t_recv - seen.t_robot
+        if self.anchor is None:
+            self.offset_s = transit
+        else:  # the fastest transit, allowed to creep up as a slower robot clock falls behind ours
+            creep = OFFSET_DRIFT_S_PER_S * max(0.0, seen.t_recv - self.anchor.t_recv)
+            self.offset_s = min(self.offset_s + creep, transit)
+        self.anchor = seen
+        self._chain.clear()
+        low, high = seen.position.copy(), seen.position.copy()
+        if bound is not None:
+            low, high = np.minimum(low, bound[0]), np.maximum(high, bound[1])
+        return Verdict(True, low=low - self._noise_bound_m, high=high + self._noise_bound_m)
+
+    def _reject(self, seen: _Seen, kind: str) -> Verdict:
+        """Reject ``seen``; re-anchor when it completes a consistent chain that a restart explains."""
+        chain = self._chain
+        if chain and not self._consistent(chain[-1], seen):
+            chain.clear()
+        if not chain:
+            self._chain_kind = kind
+        chain.append(seen)
+        restart = len(chain) >= self.resync_states and self._chain_kind in RESTART_KINDS
+        if kind == OUTSIDE_ENVELOPE:
+            restart = False
+        if not restart:
+            return Verdict(False, kind)
+        self.offset_s = min(s.t_recv - s.t_robot for s in chain)
+        self._chain = []
+        self.anchor = seen  # its motion is zero: nothing is carried across a restart
+        position = seen.position
+        return Verdict(False, kind, True, position - self._noise_bound_m, position + self._noise_bound_m)
+
+    def _offset_overestimated(self, seen: _Seen) -> bool:
+        """``seen`` completes a chain of states that are all only "ahead" and consistent with each other."""
+        chain = self._chain
+        return (
+            self._chain_kind == TIME_AHEAD
+            and len(chain) + 1 >= self.resync_states
+            and bool(chain)
+            and self._consistent(chain[-1], seen)
+        )
+
+    def _consistent(self, older: _Seen, newer: _Seen) -> bool:
+        """Two rejected states that could come from one running robot: newer sequence and clock, a plausible gap,
+        a plausible speed, both inside the envelope."""
+        if not (seq_newer(newer.seq, older.seq) and newer.t_robot > older.t_robot):
+            return False
+        if self._outside_envelope(newer.position) or self._outside_envelope(older.position):
+            return False
+        if self._seq_gap(older, newer):
+            return False
+        elapsed = self._elapsed_s(newer, older)
+        jump = float(np.max(np.abs(newer.position - older.position) - self._noise_check_m))
+        return jump <= self.spec.plausible_speed_m_s * elapsed + SPEED_MARGIN_M

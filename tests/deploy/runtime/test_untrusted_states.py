@@ -1,0 +1,193 @@
+"""CRC-valid lies from the robot, under a policy that pushes toward a workspace face (lock-step, over a real pty).
+
+The simulated robot's own fault options rewrite what it sends (the physics is untouched, so ``robot.trace`` is the
+truth): a position shifted a few centimetres, x = 1e30 m, a stamp far in the future, a sequence jump, a controller
+that reboots (its clock and sequence start over), malformed vector lengths. For each:
+
+1. the true gripper position is never more than 1 mm outside the workspace box (any tick);
+2. the run continues or recovers: every episode is served;
+3. the reasons are counted in the tick log (and the run report's counters).
+
+A glitch too small to be told from real motion (8 mm, inside the check's margin) is not detected; the barrier's
+position bounds keep it harmless, which case ``shift_8mm`` shows.
+
+Timing: the loop period is 10 ms; watchdog hold 25 ms, stop 100 ms (as in test_faults.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from loop_fixtures import DELAY, Push, robot_spec, run_loop, seeded_goals
+
+from deploy.runtime.loop import Controller, LoopConfig
+from deploy.runtime.state_machine import LoopState
+from deploy.runtime.ticklog import TickLogWriter, read_ticklog
+from envs.sim_robot import SimRobot
+
+PERIOD_S = 0.01
+SPEC = robot_spec(hold_s=0.025, stop_s=0.1)
+LOW, HIGH = np.array(SPEC.workspace_low), np.array(SPEC.workspace_high)
+OUTSIDE_TOL_M = 1e-3
+EPISODE_STEPS = 25
+N_GOALS = 6
+START = 18  # ticks into the run; the arm is pressing on the face by then
+REPEAT_EVERY = 15  # ticks between repeated injections
+Y = 1  # the axis pushed on: full speed toward the y = 0.40 m face
+TOWARD_MINUS_Y = (0.0, -1.0, 0.0, 0.0)
+
+
+def shift_y(metres: float) -> Callable[[np.ndarray], np.ndarray]:
+    """Report the gripper ``metres`` further from the -y face than it is (the barrier would allow more)."""
+
+    def glitch(state: np.ndarray) -> np.ndarray:
+        out = state.copy()
+        out[Y] += metres
+        return out
+
+    return glitch
+
+
+def set_x(value: float) -> Callable[[np.ndarray], np.ndarray]:
+    def glitch(state: np.ndarray) -> np.ndarray:
+        out = state.copy()
+        out[0] = value
+        return out
+
+    return glitch
+
+
+@dataclass(frozen=True)
+class Lie:
+    name: str
+    inject: Callable[[SimRobot], None]
+    times: int  # injections, REPEAT_EVERY ticks apart
+    expected: tuple[str, ...]  # reasons that must appear in the tick log ("" for none)
+
+
+def _glitch(fn: Callable[[np.ndarray], np.ndarray], frames: int) -> Callable[[SimRobot], None]:
+    def inject(robot: SimRobot) -> None:
+        robot.faults.state_glitch = fn
+        robot.faults.glitch_frames = frames
+
+    return inject
+
+
+def _stamp(offset_s: float) -> Callable[[SimRobot], None]:
+    def inject(robot: SimRobot) -> None:
+        robot.faults.stamp_offset_s = offset_s
+        robot.faults.stamp_frames = 1
+
+    return inject
+
+
+def _seq_jump(robot: SimRobot) -> None:
+    robot.faults.seq_jump = 520
+
+
+def _pending_length(robot: SimRobot) -> None:
+    robot.faults.pending_length = 1
+
+
+LIES = [
+    Lie("shift_3cm", _glitch(shift_y(0.03), 1), 5, ("implausible_state", "implausible_unexplained_motion")),
+    Lie("shift_3cm_three_frames", _glitch(shift_y(0.03), 3), 2, ("implausible_unexplained_motion",)),
+    Lie("shift_8mm", _glitch(shift_y(0.008), 1), 5, ()),
+    Lie("x_1e30", _glitch(set_x(1e30), 1), 3, ("implausible_outside_envelope",)),
+    Lie("future_stamp", _stamp(5.0), 3, ("implausible_time_ahead",)),
+    Lie("past_stamp", _stamp(-5.0), 3, ("implausible_time_backwards",)),
+    Lie("sequence_jump", _seq_jump, 2, ("implausible_seq_gap", "robot_restart")),
+    Lie("robot_restart", lambda r: r.restart(), 2, ("robot_restart",)),
+    Lie("state_of_9_values", _glitch(lambda s: s[:9], 2), 2, ("malformed_state", "malformed_state_length")),
+    Lie("pending_of_1", _pending_length, 1, ("malformed_state", "malformed_pending_length")),
+]
+
+
+class Injector:
+    """on_tick hook: injects the lie ``times`` times, the first at the first RUN tick >= START; a pending-length lie
+    is switched off again 3 ticks later."""
+
+    def __init__(self, robot: SimRobot, lie: Lie) -> None:
+        self.robot, self.lie = robot, lie
+        self.ticks: list[int] = []
+
+    def __call__(self, controller: Controller, record) -> None:
+        tick = controller.tick
+        if self.robot.faults.pending_length is not None and self.ticks and tick >= self.ticks[-1] + 3:
+            self.robot.faults.pending_length = None
+        due = not self.ticks or tick >= self.ticks[-1] + REPEAT_EVERY
+        if len(self.ticks) < self.lie.times and due and tick >= START and controller.sm.state is LoopState.RUN:
+            self.lie.inject(self.robot)
+            self.ticks.append(tick)
+
+
+def _run(lie: Lie, tmp_path: Path):
+    robot = SimRobot(mode="lockstep", delay=DELAY, seed=1, control_period_s=PERIOD_S)
+    injector = Injector(robot, lie)
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, hold_ticks=3, max_ticks=1200)
+    log = TickLogWriter(tmp_path / "ticks.tlog")
+    try:
+        run = run_loop(
+            Push(TOWARD_MINUS_Y), seeded_goals(list(range(N_GOALS))), config, SPEC, robot, injector, ticklog=log
+        )
+    finally:
+        log.close()
+    return run, injector, read_ticklog(tmp_path / "ticks.tlog")
+
+
+@pytest.mark.parametrize("lie", LIES, ids=[lie.name for lie in LIES])
+def test_a_lying_robot_never_takes_the_arm_out_of_the_box(lie: Lie, tmp_path: Path):
+    run, injector, logged = _run(lie, tmp_path)
+    report, robot = run.report, run.robot
+    assert len(injector.ticks) == lie.times, "the lie was not injected as often as planned"
+
+    # 1. the true gripper position (the physics, not what the robot reported) stayed inside the box
+    trace = np.array(robot.trace)
+    assert len(trace) > 100
+    outside = np.maximum(LOW - trace, trace - HIGH).max(axis=1)
+    assert np.all(outside <= OUTSIDE_TOL_M), f"{int(np.sum(outside > OUTSIDE_TOL_M))} steps more than 1 mm outside"
+    assert "workspace_barrier" in report.interventions  # the pushing policy really met the barrier
+
+    # 2. the run continued or recovered: every episode was served, the last ones whole
+    assert len(report.episodes) == N_GOALS
+    assert report.transitions[-1].reason == "all goals served"
+    assert any(not e.aborted and e.steps == EPISODE_STEPS for e in report.episodes[-2:])
+
+    # 3. the reasons are in the tick log (and counted in the run report)
+    reasons = {reason for record in logged for reason in record.reasons}
+    for expected in lie.expected:
+        assert expected in reasons, f"{expected!r} missing from the tick log: {sorted(reasons)}"
+        assert report.interventions.get(expected, 0) >= 1
+    held = [r for r in logged if set(r.reasons) & {"implausible_state", "malformed_state", "robot_restart"}]
+    assert all(np.all(r.sent == 0.0) for r in held), "a state that failed its check was used to move the arm"
+    if lie.name == "x_1e30":
+        assert all(np.all(np.abs(r.obs_flat) < 1e3) for r in logged if r.obs_flat.size), "1e30 reached the policy"
+
+
+def test_a_robot_restart_costs_a_hold_and_a_re_home(tmp_path: Path):
+    run, injector, _ = _run(next(lie for lie in LIES if lie.name == "robot_restart"), tmp_path)
+    report = run.report
+    assert run.robot.counts["restarts"] == 2
+    assert report.counts["robot_restarts"] == 2
+    assert report.counts.get("safe_stops", 0) == 0  # a restart is not a fault of ours: hold and re-home only
+    holds = [t for t in report.transitions if t.target is LoopState.HOLD and "restarted" in t.reason]
+    assert len(holds) == 2
+    for hold in holds:  # within a few ticks of the reboot (the confirmation takes resync_states states)
+        assert any(0 <= hold.tick - tick <= LoopConfig().resync_states + 2 for tick in injector.ticks)
+
+
+def test_implausible_states_in_a_row_end_in_a_safe_stop(tmp_path: Path):
+    """A position that keeps lying (an offset that stays) is held, then stopped; after the stop the robot is
+    re-homed and the run goes on."""
+    frames = LoopConfig().max_implausible_states  # an offset that stays until the stop
+    lie = Lie("persistent_offset", _glitch(shift_y(0.05), frames), 1, ("implausible_unexplained_motion",))
+    run, injector, logged = _run(lie, tmp_path)
+    stops = [t for t in run.report.transitions if t.target is LoopState.SAFE_STOP]
+    assert len(stops) == 1 and "implausible" in stops[0].reason
+    assert stops[0].tick - injector.ticks[0] <= LoopConfig().max_implausible_states + 1
+    assert len(run.report.episodes) == N_GOALS
+    assert sum(1 for r in logged if "implausible_state" in r.reasons) == LoopConfig().max_implausible_states

@@ -1,0 +1,184 @@
+"""The robot spec file: a valid file round-trips; a missing, malformed, misspelt or out-of-range one names the key."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from deploy.robot_spec import (
+    DEFAULT_SIM_SPEC,
+    SCHEMA_VERSION,
+    RobotSpecError,
+    load_robot_spec,
+    robot_spec_from_dict,
+    save_robot_spec,
+)
+
+DELETE = object()
+
+
+def valid() -> dict[str, Any]:
+    return yaml.safe_load(DEFAULT_SIM_SPEC.read_text())
+
+
+def write(tmp_path: Path, data: Any) -> Path:
+    path = tmp_path / "robot.yaml"
+    path.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
+    return path
+
+
+def edit(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    data = copy.deepcopy(valid())
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    if value is DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return data
+
+
+def test_shipped_sim_spec_loads() -> None:
+    spec = load_robot_spec()
+    assert spec.schema_version == SCHEMA_VERSION
+    assert spec.robot_id == "sim_fetch"
+    assert spec.delay_steps == 2 and spec.delay_range == (2, 2)
+    assert spec.control_period_s == pytest.approx(0.04)
+    assert spec.delay_ms == pytest.approx(spec.delay_steps * spec.control_period_s * 1000)
+    assert all(lo < hi for lo, hi in zip(spec.workspace_low, spec.workspace_high, strict=True))
+    assert spec.actuator_gain_max >= max(spec.actuator_gain)
+    # the fastest step the gain bound allows: 1 unit x 0.05 m x bound, per 0.04 s; the plausible speed is above it
+    assert spec.plausible_speed_m_s >= spec.max_step_m / spec.control_period_s
+
+
+def test_save_load_round_trip(tmp_path: Path) -> None:
+    spec = replace(
+        load_robot_spec(),
+        watchdog_hold_s=0.08,
+        watchdog_stop_s=0.4,
+        measurements={"delay_runs_steps": [2, 2, 2], "reach_limited_by": {"x_low": "safe_box"}},
+    )
+    path = save_robot_spec(spec, tmp_path / "sub" / "copy.yaml")
+    assert load_robot_spec(path) == spec
+    assert not list(tmp_path.glob("**/*.tmp"))
+
+
+def test_missing_file_says_how_to_fix(tmp_path: Path) -> None:
+    with pytest.raises(RobotSpecError, match="does not exist.*calibrate"):
+        load_robot_spec(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("action_delay: [1, 2\n", "not valid YAML"),
+        ("- 1\n- 2\n", "expected a mapping at the top level"),
+        ("", "expected a mapping at the top level"),
+    ],
+)
+def test_malformed_file(tmp_path: Path, text: str, match: str) -> None:
+    with pytest.raises(RobotSpecError, match=match):
+        load_robot_spec(write(tmp_path, text))
+
+
+def test_version_1_file_is_refused_with_the_fix() -> None:
+    data = valid()
+    data["schema_version"] = 1
+    with pytest.raises(RobotSpecError, match=r"schema_version' = 1.*no actuator gain.*robot-grpo calibrate"):
+        robot_spec_from_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "match"),
+    [
+        (("schema_version",), 3, "'schema_version' = 3"),
+        (("robot_id",), "", "'robot_id' '' is not a safe file name"),
+        (("robot_id",), "../../x", r"'robot_id' '../../x' is not a safe file name"),
+        (("robot_id",), "arm/1", "is not a safe file name"),
+        (("control_period_s",), DELETE, "missing key 'control_period_s'"),
+        (("control_period_s",), -0.04, r"'control_period_s' = -0.04 is out of range"),
+        (("action_delay",), DELETE, "missing key 'action_delay'"),
+        (("action_delay",), 2, "action_delay: expected a mapping"),
+        (("action_delay", "steps"), DELETE, "action_delay: missing key 'steps'"),
+        (("action_delay", "steps"), 9, r"'action_delay.steps' = 9 is out of range \[0, 8\]"),
+        (("action_delay", "steps"), 2.5, "'action_delay.steps' must be an integer"),
+        (("action_delay", "steps"), True, "'action_delay.steps' must be an integer"),
+        (("action_delay", "steps"), 3, r"'action_delay.steps' = 3 lies outside 'action_delay.range' = \[2, 2\]"),
+        (("action_delay", "range"), [3, 1], "'action_delay.range' = \\[3, 1\\]: low must not exceed high"),
+        (("action_delay", "range"), [1, 9], r"'action_delay.range\[1\]' = 9 is out of range"),
+        (("action_delay", "range"), 2, r"'action_delay.range' must be \[low, high\]"),
+        (("actuator_gain",), DELETE, "missing key 'actuator_gain'"),
+        (("actuator_gain", "per_axis"), [0.6, 0.6], r"'actuator_gain.per_axis' must be a list of 3 numbers"),
+        (("actuator_gain", "per_axis"), [0.6, -0.6, 0.6], r"'actuator_gain.per_axis\[1\]' = -0.6 is out of range"),
+        (("actuator_gain", "upper_bound"), 0.5, r"'actuator_gain.upper_bound' = 0.5 is below the measured"),
+        (("actuator_gain", "command_scale_m"), DELETE, "actuator_gain: missing key 'command_scale_m'"),
+        (("plausible_speed_m_s",), 0.5, r"'plausible_speed_m_s' = 0.5 is below what the robot itself can do"),
+        (("plausible_speed_m_s",), DELETE, "missing key 'plausible_speed_m_s'"),
+        (("observation_noise_std_m",), [0.0, 0.0], "'observation_noise_std_m' must be a list of 3 numbers"),
+        (("observation_noise_std_m",), [0.0, -0.01, 0.0], r"'observation_noise_std_m\[1\]' = -0.01 is out of range"),
+        (("observation_noise_std_m",), [0.0, ".nan", 0.0], r"'observation_noise_std_m\[1\]' must be a number"),
+        (("workspace", "low"), DELETE, "workspace: missing key 'low'"),
+        (("workspace", "low"), [1.7, 0.4, 0.38], r"'workspace.low\[0\]' = 1.7 must be below 'workspace.high\[0\]'"),
+        (("limits", "max_action"), 3.0, r"'limits.max_action' = 3.0 is out of range"),
+        (("limits", "barrier_fraction"), "half", "'limits.barrier_fraction' must be a number"),
+        (("limits", "envelope_margin_m"), -0.1, r"'limits.envelope_margin_m' = -0.1 is out of range"),
+        (("limits",), [1.0, 2.0], "'limits' must be a mapping"),
+        (("measurements",), "delay was 2", "'measurements' must be a mapping"),
+    ],
+)
+def test_bad_values_name_the_key(tmp_path: Path, path: tuple[str, ...], value: Any, match: str) -> None:
+    file = write(tmp_path, edit(path, value))
+    with pytest.raises(RobotSpecError, match=match) as err:
+        load_robot_spec(file)
+    assert str(file) in str(err.value), "the error should name the file"
+
+
+def test_nan_number_is_rejected() -> None:
+    with pytest.raises(RobotSpecError, match="'control_period_s' = nan is out of range"):
+        robot_spec_from_dict(edit(("control_period_s",), float("nan")))
+
+
+def test_limits_section_is_optional_with_documented_defaults() -> None:
+    spec = robot_spec_from_dict(edit(("limits",), DELETE))
+    assert (spec.max_action, spec.max_action_rate, spec.barrier_fraction) == (1.0, 0.5, 0.5)
+    assert (spec.watchdog_hold_s, spec.watchdog_stop_s, spec.envelope_margin_m) == (0.1, 0.5, 0.1)
+
+
+@pytest.mark.parametrize(
+    ("limits", "match"),
+    [
+        ({"watchdog_hold_s": -1.0}, "limits.watchdog_hold_s"),
+        ({"watchdog_stop_s": "soon"}, "limits.watchdog_stop_s"),
+        ({"watchdog_hold_s": 0.6, "watchdog_stop_s": 0.5}, "must be >= 'limits.watchdog_hold_s'"),
+    ],
+)
+def test_bad_watchdog_names_the_key(limits: dict[str, Any], match: str) -> None:
+    data = valid()
+    data["limits"].update(limits)
+    with pytest.raises(RobotSpecError, match=match):
+        robot_spec_from_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [
+        (None, "workspac"),
+        ("limits", "max_acton"),
+        ("action_delay", "stpes"),
+        ("workspace", "lo"),
+        ("actuator_gain", "upper_bund"),
+    ],
+)
+def test_unknown_keys_are_refused(section: str | None, key: str) -> None:
+    # A misspelt limit must not silently fall back to its (looser) default.
+    data = load_robot_spec().to_dict()
+    (data if section is None else data[section])[key] = 1.0
+    name = key if section is None else f"{section}.{key}"
+    with pytest.raises(RobotSpecError, match=f"unknown key '{name}'; allowed keys: "):
+        robot_spec_from_dict(data)

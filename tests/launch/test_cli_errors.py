@@ -1,0 +1,128 @@
+"""Bad input from a careless user: every expected error is one line naming the key or file and the fix, exit 2,
+no traceback (``--debug`` shows it). Table-driven, in-process (the CLI's own ``main``)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from deploy.robot_spec import DEFAULT_SIM_SPEC
+from launch.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "models" / "default"
+
+
+def spec_file(tmp: Path, name: str = "robot.yaml", **changes) -> Path:
+    data = yaml.safe_load(DEFAULT_SIM_SPEC.read_text())
+    for dotted, value in changes.items():
+        node = data
+        *parents, leaf = dotted.split("__")
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
+    path = tmp / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def package_with_extra_file(tmp: Path) -> Path:
+    copy = tmp / "pkg"
+    shutil.copytree(PACKAGE, copy)
+    (copy / "notes.txt").write_text("left here by mistake")
+    return copy
+
+
+def goals_file(tmp: Path, text: str) -> Path:
+    path = tmp / "goals.yaml"
+    path.write_text(text)
+    return path
+
+
+Case = Callable[[Path], list[str]]
+SERIAL = ["run", "--config", str(ROOT / "launch" / "run_serial.yaml")]
+CASES: dict[str, tuple[Case, str]] = {
+    "unknown_key": (lambda t: ["run", "--set", "robot.baud=9600"], "unknown key 'robot.baud'; allowed keys:"),
+    "bad_choice": (lambda t: ["run", "--set", "backend=gpu"], "'backend' = 'gpu' is not allowed; allowed values:"),
+    "set_without_value": (lambda t: ["run", "--set", "episodes"], "--set expects key.sub=value"),
+    "missing_launch_file": (lambda t: ["run", "--config", str(t / "nope.yaml")], "nope.yaml does not exist"),
+    "unsafe_run_name": (lambda t: ["run", "--name", "../../x"], "'name' = '../../x' is not a safe folder name"),
+    "unsafe_robot_id": (
+        lambda t: ["calibrate", "--set", "robot_id=../../etc/x"],
+        "'robot_id' = '../../etc/x' is not a safe file name",
+    ),
+    "missing_package": (lambda t: ["run", "--set", f"package={t / 'nope'}"], "is not a policy package folder"),
+    "package_extra_file": (
+        lambda t: ["run", "--set", f"package={package_with_extra_file(t)}"],
+        "notes.txt: is a file the manifest does not list",
+    ),
+    "missing_spec": (lambda t: ["run", "--set", f"calibration={t / 'nope.yaml'}"], "nope.yaml does not exist; run"),
+    "spec_version_1": (
+        lambda t: ["run", "--set", f"calibration={spec_file(t, schema_version=1)}"],
+        "'schema_version' = 1: this file has no actuator gain",
+    ),
+    "spec_misspelt_limit": (
+        lambda t: ["run", "--set", f"calibration={spec_file(t, limits__max_acton=0.5)}"],
+        "unknown key 'limits.max_acton'",
+    ),
+    "robot_delay_6_vs_package_2": (
+        lambda t: [
+            "run",
+            "--set",
+            f"calibration={spec_file(t, action_delay__steps=6, action_delay__ms=240.0, action_delay__range=[6, 6])}",
+        ],
+        "action delay of 6 control steps (240 ms), package",
+    ),
+    "goals_file_missing": (
+        lambda t: [*SERIAL, "--set", "robot.port=loop://", "--set", f"goals_file={t / 'nope.yaml'}"],
+        "goals file",
+    ),
+    "goals_file_garbage": (
+        lambda t: [*SERIAL, "--set", "robot.port=loop://", "--set", f"goals_file={goals_file(t, 'x: [1, 2')}"],
+        "expected a YAML list of finite [x, y, z] targets",
+    ),
+    "goals_file_wrong_shape": (
+        lambda t: [*SERIAL, "--set", "robot.port=loop://", "--set", f"goals_file={goals_file(t, '- [1, 2]')}"],
+        "expected a YAML list of finite [x, y, z] targets",
+    ),
+    "serial_port_missing": (
+        lambda t: [
+            *SERIAL,
+            "--set",
+            "robot.port=/dev/ttyDOESNOTEXIST",
+            "--set",
+            f"goals_file={goals_file(t, '- [1.3, 0.75, 0.55]')}",
+        ],
+        "/dev/ttyDOESNOTEXIST",
+    ),
+    "eval_missing_checkpoint": (lambda t: ["eval", "--set", f"checkpoint={t / 'nope.zip'}"], "nope.zip"),
+    "export_missing_checkpoint": (
+        lambda t: ["export", "--set", f"checkpoint={t / 'nope.zip'}", "--set", f"out_dir={t / 'pkg'}"],
+        "nope.zip does not exist; train one first",
+    ),
+    "finetune_missing_logs": (
+        lambda t: ["finetune", "--set", f"logs={t / 'nope.tlog'}", "--set", f"store={t / 'store'}"],
+        "nope.tlog",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_exit_2_no_traceback(name: str, tmp_path: Path, capsys):
+    make_args, expected = CASES[name]
+    args = [*make_args(tmp_path), "--set", f"output={tmp_path / 'runs'}"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("robot-grpo: error:")]
+    assert len(lines) == 1, err
+    assert expected in lines[0], lines[0]
+    assert "Traceback" not in err
+
+
+def test_debug_shows_the_traceback(tmp_path: Path):
+    with pytest.raises(Exception, match="is not a policy package folder"):
+        main(["run", "--debug", "--set", f"package={tmp_path / 'nope'}", "--set", f"output={tmp_path}"])
