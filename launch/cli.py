@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -62,6 +63,8 @@ def quiet_libraries() -> None:
     """Keep third-party warnings and INFO logs out of the jobs' output (they are still raised as errors)."""
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
+    # torch sets its own loggers' levels when it is imported (later, inside a job): tell it through its variable
+    os.environ.setdefault("TORCH_LOGS", "-onnx")
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|onnxscript|gymnasium|stable_baselines3)")
