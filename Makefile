@@ -52,3 +52,4 @@ bench: install
 	$(BIN)/python benchmarks/control_loop.py
 	$(BIN)/python benchmarks/learning.py
 	$(BIN)/python benchmarks/continual.py
+	nice -n 10 $(BIN)/python benchmarks/scale_out.py

@@ -79,6 +79,7 @@ DEFAULT_LAUNCH_FILES = {
     "calibrate": "calibrate.yaml",
     "finetune": "finetune.yaml",
     "demo": "demo.yaml",
+    "population": "population.yaml",
 }
 JOB_MODULES = {job: f"launch.job_{job}" for job in JOBS}
 HELP = {
@@ -89,6 +90,7 @@ HELP = {
     "calibrate": "measure delay, noise and workspace through the robot link; write a calibration file",
     "finetune": "fine-tune from the robot's tick logs with EWC; promote only through the gate",
     "demo": "the whole pipeline on the simulated robot (--quick starts from the shipped model)",
+    "population": "population-based training (PBT) of GRPO learners on Ray Tune; the best ends as model.zip",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -11,6 +12,7 @@ from typing import Any
 from deploy.export.rollouts import make_env
 from launch.jobs import write_resolved
 from launch.report import plot_learning_curve
+from launch.train_backends import BACKENDS
 from launch.training import (
     SuccessEvalCallback,
     check_hyperparameters,
@@ -26,26 +28,25 @@ logger = logging.getLogger(__name__)
 
 def train(config: dict[str, Any], run_dir: Path, progress_bar: bool = True) -> dict[str, Any]:
     """Train as the launch config says; returns the summary (also written to ``run_dir/train_summary.json``)."""
-    from stable_baselines3.common.env_util import make_vec_env
-
     import envs  # noqa: F401  (registers the env ids)
-    from robot_grpo.grpo import DEFAULT_GROUP_SIZE, DEFAULT_N_GROUPS, GRPO
-    from robot_grpo.threaded_vec_env import ThreadedVecEnv
+    from robot_grpo.grpo import GRPO
 
     section = config["train"]
     hyper = dict(section["hyperparameters"])
     check_hyperparameters(GRPO, hyper, RESERVED)
     env_id, env_kwargs = config["env"]["id"], env_kwargs_from(config["env"])
-    n_envs = int(hyper.get("group_size", DEFAULT_GROUP_SIZE)) * int(hyper.get("n_groups", DEFAULT_N_GROUPS))
     # A callable, not the id: make_vec_env would ask the env for an rgb_array render mode it has no use for.
-    vec_env = make_vec_env(
-        lambda: make_env(env_id, env_kwargs),
-        n_envs=n_envs,
-        seed=section["seed"],
-        vec_env_cls=ThreadedVecEnv,  # MuJoCo releases the GIL: the envs step in parallel, bit-identically
-        vec_env_kwargs={"n_threads": section["env_threads"]},
-    )
-    model = GRPO("MultiInputPolicy", vec_env, seed=section["seed"], tensorboard_log=str(run_dir / "tb"), **hyper)
+    env_factory = functools.partial(make_env, env_id, env_kwargs)
+    backend = BACKENDS[config["scale"]["backend"]](env_factory, config["scale"], section["env_threads"])
+    try:
+        return _train(config, run_dir, progress_bar, backend, backend.build_model(hyper, section["seed"], run_dir))
+    finally:
+        backend.close()
+
+
+def _train(config: dict[str, Any], run_dir: Path, progress_bar: bool, backend: Any, model: Any) -> dict[str, Any]:
+    section = config["train"]
+    env_id, env_kwargs = config["env"]["id"], env_kwargs_from(config["env"])
     callback = SuccessEvalCallback(env_id, env_kwargs, section["eval_episodes"], section["target_success"])
     start = time.perf_counter()
     model.learn(section["total_timesteps"], callback=callback, progress_bar=progress_bar)
@@ -76,8 +77,8 @@ def train(config: dict[str, Any], run_dir: Path, progress_bar: bool = True) -> d
             filtered["interventions_per_episode"],
             filtered["safe_stops"],
         )
+    summary["scale"] = backend.describe()
     (run_dir / "train_summary.json").write_text(json.dumps(summary, indent=2))
-    vec_env.close()
     return summary
 
 

@@ -21,10 +21,11 @@ from deploy.contract import MAX_DELAY_STEPS
 from deploy.robot_spec import SAFE_NAME
 from launch.schema import Field, LaunchError, Section, validate
 
-JOBS = ("train", "eval", "export", "run", "calibrate", "finetune", "demo")
+JOBS = ("train", "eval", "export", "run", "calibrate", "finetune", "demo", "population")
 ENV_IDS = ("DelayedFetchReach-v0", "PointReach-v0")
 BACKENDS = ("ort-cpu", "ort-cuda", "ort-trt", "tensorrt")
 VARIANTS = ("fp32", "fp16", "int8", "engine")
+SCALE_BACKENDS = ("threaded", "ray")
 DEFAULT_PACKAGE = "models/default"
 DEFAULT_CHECKPOINT = "models/default_checkpoint.zip"
 
@@ -61,6 +62,34 @@ TRAIN = Section(
     }
 )
 
+SCALE = Section(
+    {
+        "backend": Field(
+            "str",
+            "threaded",
+            choices=SCALE_BACKENDS,
+            doc="threaded: envs on this machine; ray: rollouts on Ray workers",
+        ),
+        "workers": Field(
+            "int", None, low=1, high=4096, nullable=True, doc="Ray rollout workers, one CPU each; null = every CPU"
+        ),
+        "address": Field(
+            "str", None, nullable=True, doc="Ray head (host:port of `ray start --head`); null = a local Ray"
+        ),
+    },
+    doc="where the rollouts run (see README: running on a cluster)",
+)
+
+MUTATIONS = Section(
+    {
+        "learning_rate": Field("list[float]", [1e-4, 1e-3], length=2, low=1e-7, high=1.0, doc="log-uniform range"),
+        "clip_range": Field("list[float]", [0.1, 0.3], length=2, low=0.01, high=0.9, doc="uniform range"),
+        "ent_coef": Field("list[float]", [0.0, 0.01], length=2, low=0.0, high=1.0, doc="uniform range"),
+        "group_size": Field("list[int]", [4, 6, 8, 12], low=2, high=256, doc="group sizes a member may use"),
+    },
+    doc="ranges of the hyperparameters PBT perturbs",
+)
+
 ROBOT = Section(
     {
         "kind": Field("str", "sim", choices=("sim", "serial"), doc="the simulated robot on a pty, or a serial port"),
@@ -81,7 +110,32 @@ ROBOT = Section(
 )
 
 SCHEMAS: dict[str, Section] = {
-    "train": Section({"env": ENV, "train": TRAIN, "output": Field("path", "runs", doc="runs folder")}),
+    "train": Section({"env": ENV, "train": TRAIN, "scale": SCALE, "output": Field("path", "runs", doc="runs folder")}),
+    "population": Section(
+        {
+            "env": ENV,
+            "members": Field("int", 8, low=2, high=64, doc="learners in the population"),
+            "total_timesteps": Field("int", 48_000, low=1, doc="env steps per member"),
+            "interval_timesteps": Field("int", 4_800, low=1, doc="env steps per member between PBT rounds"),
+            "quantile_fraction": Field(
+                "float", 0.15, low=0.01, high=0.5, doc="share replaced per round, rounded up (0.15: 2 of 10)"
+            ),
+            "resample_probability": Field("float", 0.25, low=0.0, high=1.0, doc="explore draws afresh"),
+            "envs_per_update": Field(
+                "int", 48, low=2, high=4096, doc="group_size x n_groups of every member (n_groups follows)"
+            ),
+            "mutations": MUTATIONS,
+            "hyperparameters": Field("mapping", {}, doc="fixed GRPO arguments of every member"),
+            "eval_episodes": Field("int", 30, low=1, doc="deterministic episodes per member and interval (score)"),
+            "diversity_states": Field("int", 64, low=2, doc="probe states of the diversity figure"),
+            "cpus_per_member": Field("float", 1.0, low=0.1, high=64.0, doc="CPUs Tune reserves per member"),
+            "seed": Field("int", 0, low=0),
+            "scale": Section(
+                {"address": SCALE.fields["address"]}, doc="the Ray cluster the members run on (null = local)"
+            ),
+            "output": Field("path", "runs"),
+        }
+    ),
     "eval": Section(
         {
             "env": ENV,
@@ -200,6 +254,7 @@ def validate_launch(data: Any, source: str = "<launch>") -> dict[str, Any]:
             )
         body = {k: v for k, v in data.items() if k not in ("job", "name")}
         resolved = validate(body, SCHEMAS[job])
+        _check_consistency(job, resolved)
         robot_id = resolved.get("robot_id")
         if robot_id is not None and not SAFE_NAME.fullmatch(robot_id):
             raise LaunchError(
@@ -209,6 +264,37 @@ def validate_launch(data: Any, source: str = "<launch>") -> dict[str, Any]:
     except LaunchError as err:
         raise LaunchError(f"{source}: {err}") from None
     return {"job": job, "name": name, **resolved}
+
+
+def _check_consistency(job: str, resolved: dict[str, Any]) -> None:
+    """Checks across keys that a per-key schema cannot make."""
+    scale = resolved.get("scale")
+    if job == "train" and scale["backend"] != "ray":
+        for key in ("workers", "address"):
+            if scale[key] is not None:
+                raise LaunchError(
+                    f"'scale.{key}' is only used with scale.backend=ray (got backend {scale['backend']!r})"
+                )
+    if job == "population":
+        if resolved["interval_timesteps"] > resolved["total_timesteps"]:
+            raise LaunchError(
+                f"'interval_timesteps' = {resolved['interval_timesteps']} exceeds 'total_timesteps' = "
+                f"{resolved['total_timesteps']}: PBT needs at least one interval"
+            )
+        for key in ("learning_rate", "clip_range", "ent_coef"):
+            low, high = resolved["mutations"][key]
+            if low > high:
+                raise LaunchError(f"'mutations.{key}' = {[low, high]} must be [low, high] with low <= high")
+        envs = resolved["envs_per_update"]
+        uneven = [g for g in resolved["mutations"]["group_size"] if envs % g]
+        if uneven:
+            raise LaunchError(
+                f"'mutations.group_size' {uneven} do not divide envs_per_update = {envs}: every member runs "
+                "envs_per_update envs per update (n_groups = envs_per_update / group_size), so members are compared "
+                "at equal env steps; use divisors of it"
+            )
+        if "n_groups" in resolved["hyperparameters"]:
+            raise LaunchError("'hyperparameters.n_groups' is set per member as envs_per_update / group_size; remove it")
 
 
 def read_launch_yaml(path: str | Path) -> Any:

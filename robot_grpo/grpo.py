@@ -334,15 +334,19 @@ class GRPO(BaseAlgorithm):
             self._last_obs = new_obs
             self._last_episode_starts = dones
 
+        self._score_rollout(rollout_buffer, infos, is_goal)
+        callback.update_locals(locals())
+        callback.on_rollout_end()
+        return True
+
+    def _score_rollout(self, rollout_buffer: GroupRolloutBuffer, infos: list[dict[str, Any]], is_goal: bool) -> None:
+        """After a full rollout (filled here or by ``robot_grpo.scale``'s workers): normalizer, rows, success."""
         successes = [info["is_success"] for info in infos if "is_success" in info]
         self.policy.update_normalizer(th.as_tensor(rollout_buffer.observations.reshape(-1, rollout_buffer.obs_dim)))
         compute_reward = self._compute_reward if is_goal else None
         self._rollout_stats = rollout_buffer.compute(self.policy, self.ref_policy, compute_reward, self._rng)
         if successes:
             self._rollout_stats["rollout/success_rate"] = float(np.mean(successes))
-        callback.update_locals(locals())
-        callback.on_rollout_end()
-        return True
 
     # Training ---------------------------------------------------------------------------------------------
     def _set_lr(self) -> float:

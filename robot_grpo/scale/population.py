@@ -1,0 +1,231 @@
+"""Population-based training (PBT, Jaderberg et al. 2017, https://arxiv.org/abs/1711.09846) of GRPO on Ray Tune.
+
+N members (:class:`~robot_grpo.scale.pbt_member.GRPOMember`, a Tune Trainable) train side by side. Every
+``interval_timesteps`` env steps Tune's synchronous :class:`~ray.tune.schedulers.PopulationBasedTraining` ranks
+them by deterministic success: the worst ``ceil(quantile_fraction * N)`` copy the weights (through Tune's
+checkpoints) and hyperparameters of a member of the best ``ceil(quantile_fraction * N)`` (exploit), then perturb
+learning rate, clip range, group size and entropy coefficient (explore: x1.2 or x0.8, a neighbouring group size,
+or a fresh draw). The default fraction 0.15 replaces 2 of 10 members (20%), 2 of 8 and 3 of 16 (Tune rounds up;
+0.2 would sit on the rounding edge).
+
+:class:`~robot_grpo.scale.pbt_log.PopulationLog` (a Tune callback) writes one JSON line per exploit and one per
+interval, with the population's diversity: the mean pairwise Jensen-Shannon divergence of the members' action
+laws on fixed probe states (:mod:`robot_grpo.scale.diversity`). PBT's pairing is random, so two runs differ.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ray import tune
+from ray.tune.schedulers import PopulationBasedTraining
+
+from robot_grpo.scale.pbt_log import PopulationLog
+from robot_grpo.scale.pbt_member import METRIC, MODEL_FILE, Evaluator, GRPOMember, ModelBuilder
+
+DEFAULT_QUANTILE_FRACTION = 0.15  # ceil(0.15 N): 2 of 10 members replaced (20%)
+DEFAULT_RESAMPLE_PROBABILITY = 0.25  # Tune's default: explore draws afresh instead of perturbing
+DEFAULT_PERTURBATION_FACTORS = (1.2, 0.8)
+TIME_ATTR = "timesteps_total"  # perturbation intervals are counted in env steps (Tune sums timesteps_this_iter)
+
+
+@dataclass(frozen=True)
+class Mutations:
+    """Ranges of the mutated hyperparameters: initial draws come from them and perturbed values stay in them.
+
+    :param learning_rate: log-uniform range.
+    :param clip_range: uniform range of the clip epsilon.
+    :param ent_coef: uniform range of the entropy coefficient.
+    :param group_size: the group sizes a member may use (explore moves to a neighbour in this list).
+    """
+
+    learning_rate: tuple[float, float] = (1e-4, 1e-3)
+    clip_range: tuple[float, float] = (0.1, 0.3)
+    ent_coef: tuple[float, float] = (0.0, 0.01)
+    group_size: tuple[int, ...] = (4, 6, 8, 12)
+
+    def __post_init__(self) -> None:
+        for name in ("learning_rate", "clip_range", "ent_coef"):
+            low, high = getattr(self, name)
+            if not 0 <= low <= high:
+                raise ValueError(f"mutations.{name} must be [low, high] with 0 <= low <= high, got {[low, high]}")
+        if self.learning_rate[0] <= 0 or self.clip_range[0] <= 0:
+            raise ValueError("mutations.learning_rate and mutations.clip_range need a low bound > 0")
+        if not self.group_size or min(self.group_size) < 2:
+            raise ValueError(f"mutations.group_size must list group sizes >= 2, got {list(self.group_size)}")
+
+    def search_space(self) -> dict[str, Any]:
+        """Tune's initial distributions (param_space)."""
+        return {
+            "learning_rate": tune.loguniform(*self.learning_rate),
+            "clip_range": tune.uniform(*self.clip_range),
+            "ent_coef": tune.uniform(*self.ent_coef),
+            "group_size": tune.choice(list(self.group_size)),
+        }
+
+    def mutation_space(self) -> dict[str, Any]:
+        """PBT's hyperparam_mutations (a plain list: explore shifts to a neighbouring group size)."""
+        return {**self.search_space(), "group_size": list(self.group_size)}
+
+    def clamp(self, config: dict[str, Any]) -> dict[str, Any]:
+        """Keep perturbed values inside their ranges (PBT's custom_explore_fn)."""
+        for name in ("learning_rate", "clip_range", "ent_coef"):
+            low, high = getattr(self, name)
+            config[name] = float(min(max(config[name], low), high))
+        return config
+
+
+@dataclass(frozen=True)
+class PopulationConfig:
+    """One population run.
+
+    :param members: learners (N); the issue's range is 8-16, tests use 4.
+    :param total_timesteps: env steps per member.
+    :param interval_timesteps: env steps per member between two exploit/explore rounds.
+    :param storage_path: Tune's experiment folder (absolute; checkpoints and results).
+    :param quantile_fraction: share of the population replaced per round (rounded up by Tune).
+    :param resample_probability: chance that explore draws a value afresh instead of perturbing it.
+    :param perturbation_factors: multipliers of a perturbed float.
+    :param mutations: ranges of the mutated hyperparameters.
+    :param cpus_per_member: CPUs Tune reserves per member (members step their envs on one thread).
+    :param seed: seed of the initial draws, the members' own seeds and PBT's pairing.
+    :param name: experiment name under ``storage_path``.
+    """
+
+    members: int
+    total_timesteps: int
+    interval_timesteps: int
+    storage_path: str
+    quantile_fraction: float = DEFAULT_QUANTILE_FRACTION
+    resample_probability: float = DEFAULT_RESAMPLE_PROBABILITY
+    perturbation_factors: tuple[float, float] = DEFAULT_PERTURBATION_FACTORS
+    mutations: Mutations = field(default_factory=Mutations)
+    cpus_per_member: float = 1.0
+    seed: int = 0
+    name: str = "pbt"
+
+    def __post_init__(self) -> None:
+        if self.members < 2:
+            raise ValueError(f"a population needs >= 2 members, got {self.members}")
+        if not 0 < self.interval_timesteps <= self.total_timesteps:
+            raise ValueError(
+                f"interval_timesteps ({self.interval_timesteps}) must be in (0, total_timesteps = "
+                f"{self.total_timesteps}]: at least one interval per member"
+            )
+        if not 0 < self.quantile_fraction <= 0.5:
+            raise ValueError(f"quantile_fraction must be in (0, 0.5], got {self.quantile_fraction}")
+        if not Path(self.storage_path).is_absolute():
+            raise ValueError(f"storage_path must be absolute (Tune's requirement), got {self.storage_path!r}")
+
+    @property
+    def replaced_per_round(self) -> int:
+        return min(math.ceil(self.members * self.quantile_fraction), self.members // 2)
+
+
+@dataclass
+class PopulationResult:
+    """What a population run leaves: the best member's checkpoint and the run's log."""
+
+    best_checkpoint: Path  # a plain GRPO checkpoint (model.zip) inside Tune's checkpoint folder
+    best_member: str
+    best_success: float
+    best_hyperparameters: dict[str, Any]
+    members: list[dict[str, Any]]  # per member: id, final success, env steps, hyperparameters
+    exploits: list[dict[str, Any]]
+    intervals: list[dict[str, Any]]
+    total_env_steps: int
+
+
+def train_population(
+    config: PopulationConfig,
+    build_model: ModelBuilder,
+    evaluate: Evaluator,
+    probe_states: np.ndarray,
+    log_path: Path,
+) -> PopulationResult:
+    """Train the population with Tune's synchronous PBT on the connected Ray; returns the best member.
+
+    :param config: the run.
+    :param build_model: ``(hyperparameters, seed) -> GRPO`` on the member's own envs (picklable).
+    :param evaluate: ``model -> success rate`` (picklable), the PBT score.
+    :param probe_states: flat observations ``[S, obs_dim]`` of the diversity figure.
+    :param log_path: JSON-lines log of exploits and intervals.
+    """
+    from ray.tune import CheckpointConfig, RunConfig, TuneConfig, Tuner
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    random.seed(config.seed)  # PBT pairs members with python's random
+    mutations = config.mutations
+    scheduler = PopulationBasedTraining(
+        time_attr=TIME_ATTR,
+        metric=METRIC,
+        mode="max",
+        perturbation_interval=config.interval_timesteps,
+        hyperparam_mutations=mutations.mutation_space(),
+        quantile_fraction=config.quantile_fraction,
+        resample_probability=config.resample_probability,
+        perturbation_factors=config.perturbation_factors,
+        custom_explore_fn=mutations.clamp,
+        synch=True,
+    )
+    trainable = tune.with_resources(
+        tune.with_parameters(
+            GRPOMember,
+            build_model=build_model,
+            evaluate=evaluate,
+            probe_states=probe_states,
+            interval_timesteps=config.interval_timesteps,
+            base_seed=config.seed,
+        ),
+        {"cpu": config.cpus_per_member},
+    )
+    log = PopulationLog(log_path, config.members)
+    tuner = Tuner(
+        trainable,
+        param_space=mutations.search_space(),
+        tune_config=TuneConfig(
+            num_samples=config.members,
+            scheduler=scheduler,
+            search_alg=BasicVariantGenerator(random_state=config.seed),  # seeded initial draws
+            reuse_actors=True,  # a paused member resumes on a live actor instead of a new process
+        ),
+        run_config=RunConfig(
+            name=config.name,
+            storage_path=config.storage_path,
+            stop={TIME_ATTR: config.total_timesteps},
+            checkpoint_config=CheckpointConfig(checkpoint_at_end=True),
+            callbacks=[log],
+            verbose=0,
+        ),
+    )
+    results = tuner.fit()
+    errors = [r.error for r in results if r.error is not None]
+    if errors:
+        raise RuntimeError(f"{len(errors)} population member(s) failed; first error: {errors[0]}")
+    best = results.get_best_result(metric=METRIC, mode="max", scope="last")
+    if best.checkpoint is None:
+        raise RuntimeError("the best population member left no checkpoint")
+    members = [
+        {
+            "member": r.metrics["trial_id"],
+            "success": r.metrics[METRIC],
+            "env_steps": r.metrics["member_env_steps"],  # its model's count (a copied member inherits the donor's)
+            "hyperparameters": r.metrics["hyperparameters"],
+        }
+        for r in results
+    ]
+    return PopulationResult(
+        best_checkpoint=Path(best.checkpoint.path) / MODEL_FILE,
+        best_member=best.metrics["trial_id"],
+        best_success=float(best.metrics[METRIC]),
+        best_hyperparameters=dict(best.metrics["hyperparameters"]),
+        members=members,
+        exploits=log.exploits,
+        intervals=log.intervals,
+        total_env_steps=log.env_steps,
+    )
