@@ -119,8 +119,18 @@ class CommandLine:
             line = self.history.get_state()[-self.delay_steps :]
         else:
             line = self._in_flight
-        unreported = [command for seq, command in self._sent.items() if seq_newer(seq, self.acked_seq)]
-        return np.vstack([line, *unreported]) if unreported else line
+        unreported = self._sent_after(self.acked_seq)
+        return np.vstack([line, *(self._sent[seq] for seq in unreported)]) if unreported else line
+
+    def _sent_after(self, seq: int | None) -> list[int]:
+        """Sequence numbers of the commands sent after ``seq`` (all remembered ones for None), newest first. The
+        table is in sending order, so this walks back from the newest: a tick looks at a few entries, not all."""
+        out = []
+        for sent in reversed(self._sent):
+            if seq is not None and not seq_newer(sent, seq):
+                break
+            out.append(sent)
+        return out
 
     def displacement_m(self, dims: int) -> np.ndarray:
         """Metres the gripper will still move at nominal gain from the commands in flight."""
@@ -138,9 +148,8 @@ class CommandLine:
             recent = list(self._sent.values())[-(self.delay_steps + UNREPORTED_APPLIED_EXTRA) :]
             return np.array(recent) if recent else np.zeros((0, self.contract.action_dim))
         still = set(new_pending)
-        later = [seq for seq in self._sent if sent_after is None or seq_newer(seq, sent_after)]
         rows = []
-        for seq in dict.fromkeys([*old_pending, *later]):
+        for seq in dict.fromkeys([*old_pending, *self._sent_after(sent_after)]):
             if seq == HOLD_SEQ or seq in still:
                 continue
             command = self._sent.get(seq)

@@ -32,6 +32,9 @@ and the state accepted (``clock_corrected``), with no re-home. A break in positi
 arm pushed by hand) is never re-anchored here: the loop safe-stops after enough implausible states, and a fresh
 anchor is taken after the robot is re-homed.
 
+Fast path: positions are three numbers, so the checks run on Python floats (one ``tolist()`` per state) rather than
+on tiny numpy arrays, like the safety filter; ``benchmarks/safety_filter.py`` measures a check.
+
 For the barrier, an accepted state comes with bounds on where the gripper really is: per axis, the measured
 position and the furthest the anchor plus the applied commands can have gone, whichever is nearer each face, widened
 by the noise. A glitch small enough to pass the checks therefore cannot make the barrier plan from a position
@@ -100,8 +103,8 @@ class Verdict(NamedTuple):
     accepted: bool
     kind: str = ""
     restart: bool = False
-    low: np.ndarray | None = None
-    high: np.ndarray | None = None
+    low: tuple[float, ...] | None = None
+    high: tuple[float, ...] | None = None
     clock_corrected: bool = False
 
 
@@ -112,9 +115,9 @@ class _Seen:
     seq: int
     t_robot: float
     t_recv: float
-    position: np.ndarray
+    position: list[float]  # metres
     pending: tuple[int, ...]
-    motion: np.ndarray  # position change from the state before it (metres)
+    motion: list[float]  # position change from the state before it (metres)
     prompts: int  # messages the loop had sent when it checked this state
     reach: float = 0.0  # metres the applied commands allowed (Euclidean, at the gain bound), without carry
 
@@ -150,13 +153,13 @@ class StateChecker:
         self.resync_states = resync_states
         self.clock_tolerance_s = min(clock_tolerance_s, spec.watchdog_hold_s / 2.0)
         self.seq_gap_slack = seq_gap_slack
-        noise = np.asarray(spec.observation_noise_std_m, dtype=np.float64)
-        self._noise_check_m = NOISE_SIGMAS * math.sqrt(2.0) * noise  # two noisy positions in each difference
-        self._noise_length_m = float(np.linalg.norm(self._noise_check_m))
-        self._noise_bound_m = BOUND_NOISE_SIGMAS * noise
-        self._motion_margin_m = MOTION_MARGIN_M + self._noise_length_m
-        self._env_low = np.asarray(spec.workspace_low) - spec.envelope_margin_m - NOISE_SIGMAS * noise
-        self._env_high = np.asarray(spec.workspace_high) + spec.envelope_margin_m + NOISE_SIGMAS * noise
+        noise = [float(v) for v in spec.observation_noise_std_m]
+        self._noise_check_m = [NOISE_SIGMAS * math.sqrt(2.0) * v for v in noise]  # two noisy positions a difference
+        self._noise_bound_m = [BOUND_NOISE_SIGMAS * v for v in noise]
+        self._motion_margin_m = MOTION_MARGIN_M + math.hypot(*self._noise_check_m)
+        margin = spec.envelope_margin_m
+        self._env_low = [lo - margin - NOISE_SIGMAS * v for lo, v in zip(spec.workspace_low, noise, strict=True)]
+        self._env_high = [hi + margin + NOISE_SIGMAS * v for hi, v in zip(spec.workspace_high, noise, strict=True)]
         self._step_m_per_unit = spec.command_scale_m * spec.actuator_gain_max
         self.anchor: _Seen | None = None
         self.offset_s = math.inf  # local minus robot time of the fastest accepted transit (seconds)
@@ -193,8 +196,8 @@ class StateChecker:
         :param homed: the state carries the HOMED flag.
         :param prompts: messages the loop has sent so far (a running count): each may be answered.
         """
-        position = np.asarray(msg.state[self._pos], dtype=np.float64)
-        seen = _Seen(msg.seq, msg.t_s, t_recv, position, msg.pending, np.zeros(self._dims), prompts)
+        position = msg.state[self._pos].tolist()
+        seen = _Seen(msg.seq, msg.t_s, t_recv, position, msg.pending, [0.0] * self._dims, prompts)
         if self._outside_envelope(position):
             return self._reject(seen, OUTSIDE_ENVELOPE)
         anchor = self.anchor
@@ -211,26 +214,27 @@ class StateChecker:
             self._home_expected = False
             self._window.clear()
             return self._accept(seen, None)._replace(clock_corrected=corrected)
-        elapsed_s = self._elapsed_s(seen, anchor)
-        motion = position - anchor.position
-        if float(np.max(np.abs(motion) - self._noise_check_m)) > self.spec.plausible_speed_m_s * elapsed_s + (
-            SPEED_MARGIN_M
-        ):
+        motion = [p - a for p, a in zip(position, anchor.position, strict=True)]
+        if self._too_fast(motion, self._elapsed_s(seen, anchor)):
             return self._reject(seen, TOO_FAST)
         seen.reach = self._reach_m(applied)
-        reach = seen.reach + CARRY_FRACTION * float(np.linalg.norm(anchor.motion))
-        if float(np.linalg.norm(motion)) > reach + self._motion_margin_m:
+        reach = seen.reach + CARRY_FRACTION * math.hypot(*anchor.motion)
+        if math.hypot(*motion) > reach + self._motion_margin_m:
             return self._reject(seen, UNEXPLAINED_MOTION)
         seen.motion = motion
         if self._exceeds_gain(seen):
             return self._reject(seen, EXCEEDS_GAIN)
         self._window.append(seen)
-        bound = (anchor.position - reach, anchor.position + reach)
-        return self._accept(seen, bound)._replace(clock_corrected=corrected)
+        return self._accept(seen, reach)._replace(clock_corrected=corrected)
 
     # Pieces ---------------------------------------------------------------------------------------------------
-    def _outside_envelope(self, position: np.ndarray) -> bool:
-        return bool(np.any(position < self._env_low) or np.any(position > self._env_high))
+    def _outside_envelope(self, position: list[float]) -> bool:
+        return not all(lo <= p <= hi for p, lo, hi in zip(position, self._env_low, self._env_high, strict=True))
+
+    def _too_fast(self, motion: list[float], elapsed_s: float) -> bool:
+        """A move beyond the plausible speed over ``elapsed_s`` seconds, on any axis (noise allowed for)."""
+        limit = self.spec.plausible_speed_m_s * elapsed_s + SPEED_MARGIN_M
+        return any(abs(m) - n > limit for m, n in zip(motion, self._noise_check_m, strict=True))
 
     def _clock_kind(self, seen: _Seen, anchor: _Seen) -> str:
         """The time/sequence fault of ``seen`` relative to ``anchor`` ("" if none)."""
@@ -258,8 +262,8 @@ class StateChecker:
 
     def _reach_m(self, applied: np.ndarray) -> float:
         """The furthest (metres, Euclidean) the applied commands can move the arm at the gain bound."""
-        cart = np.asarray(applied, dtype=np.float64)[:, : self._dims]
-        return float(np.linalg.norm(cart, axis=1).sum()) * self._step_m_per_unit
+        dims = self._dims
+        return sum(math.hypot(*row[:dims]) for row in np.asarray(applied).tolist()) * self._step_m_per_unit
 
     def _exceeds_gain(self, seen: _Seen) -> bool:
         """Over the window ending with ``seen``: the length of the summed motion beyond the summed reach of the
@@ -267,23 +271,28 @@ class StateChecker:
         window = [*self._window, seen]
         if len(window) < GAIN_WINDOW:
             return False
-        moved = float(np.linalg.norm(np.sum([s.motion for s in window], axis=0)))
-        reach = sum(s.reach for s in window) + CARRY_FRACTION * float(np.linalg.norm(window[0].motion))
+        moved = math.hypot(*(sum(axis) for axis in zip(*(s.motion for s in window), strict=True)))
+        reach = sum(s.reach for s in window) + CARRY_FRACTION * math.hypot(*window[0].motion)
         return moved > reach + self._motion_margin_m
 
-    def _accept(self, seen: _Seen, bound: tuple[np.ndarray, np.ndarray] | None) -> Verdict:
+    def _accept(self, seen: _Seen, reach: float | None) -> Verdict:
+        """Make ``seen`` the anchor; its bounds: the position, widened toward where the previous anchor plus
+        ``reach`` metres (None: no previous anchor) could have taken the arm, and by the noise."""
         transit = seen.t_recv - seen.t_robot
-        if self.anchor is None:
+        previous_anchor = self.anchor
+        if previous_anchor is None:
             self.offset_s = transit
         else:  # the fastest transit, allowed to creep up as a slower robot clock falls behind ours
-            creep = OFFSET_DRIFT_S_PER_S * max(0.0, seen.t_recv - self.anchor.t_recv)
+            creep = OFFSET_DRIFT_S_PER_S * max(0.0, seen.t_recv - previous_anchor.t_recv)
             self.offset_s = min(self.offset_s + creep, transit)
         self.anchor = seen
         self._chain.clear()
-        low, high = seen.position.copy(), seen.position.copy()
-        if bound is not None:
-            low, high = np.minimum(low, bound[0]), np.maximum(high, bound[1])
-        return Verdict(True, low=low - self._noise_bound_m, high=high + self._noise_bound_m)
+        previous = previous_anchor.position if previous_anchor is not None and reach is not None else seen.position
+        reach = reach or 0.0
+        sides = list(zip(seen.position, previous, self._noise_bound_m, strict=True))
+        low = tuple(min(p, a - reach) - n for p, a, n in sides)
+        high = tuple(max(p, a + reach) + n for p, a, n in sides)
+        return Verdict(True, low=low, high=high)
 
     def _reject(self, seen: _Seen, kind: str) -> Verdict:
         """Reject ``seen``; re-anchor when it completes a consistent chain that a restart explains."""
@@ -301,8 +310,9 @@ class StateChecker:
         self.offset_s = min(s.t_recv - s.t_robot for s in chain)
         self._chain = []
         self.anchor = seen  # its motion is zero: nothing is carried across a restart
-        position = seen.position
-        return Verdict(False, kind, True, position - self._noise_bound_m, position + self._noise_bound_m)
+        low = tuple(p - n for p, n in zip(seen.position, self._noise_bound_m, strict=True))
+        high = tuple(p + n for p, n in zip(seen.position, self._noise_bound_m, strict=True))
+        return Verdict(False, kind, True, low, high)
 
     def _offset_overestimated(self, seen: _Seen) -> bool:
         """``seen`` completes a chain of states that are all only "ahead" and consistent with each other."""
@@ -324,5 +334,5 @@ class StateChecker:
         if self._seq_gap(older, newer):
             return False
         elapsed = self._elapsed_s(newer, older)
-        jump = float(np.max(np.abs(newer.position - older.position) - self._noise_check_m))
-        return jump <= self.spec.plausible_speed_m_s * elapsed + SPEED_MARGIN_M
+        motion = [n - o for n, o in zip(newer.position, older.position, strict=True)]
+        return not self._too_fast(motion, elapsed)
