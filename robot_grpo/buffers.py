@@ -7,6 +7,10 @@ algorithm; :class:`GroupRolloutBuffer` is plain GRPO (the "no hindsight" ablatio
 After :meth:`GroupRolloutBuffer.compute`, the buffer holds one flat training set: the original-goal samples
 (weight 1) plus any relabelled copies (weighted), each row with its collecting-policy log-prob, its
 reference-policy log-prob and its advantage. :meth:`GroupRolloutBuffer.get` yields shuffled minibatches.
+
+Observations and achieved goals are stored as the env returned them *before* any VecNormalize (SB3's
+HerReplayBuffer keeps the original observations too): hindsight relabels with goals in the env's own units and
+``compute_reward`` sees them unchanged; ``compute(normalize_obs=...)`` maps the rows into what the policy sees.
 """
 
 from __future__ import annotations
@@ -32,12 +36,13 @@ SPARSE_SUCCESS_REWARD = 0.0  # gymnasium-robotics sparse convention: 0 at the go
 LOG_PROB_CHUNK = 8192  # rows per no-grad forward pass when scoring the whole batch
 
 ComputeReward = Callable[[np.ndarray, np.ndarray, Any], np.ndarray]
+NormalizeObs = Callable[[np.ndarray], np.ndarray]  # flat original observations [N, D] -> policy inputs [N, D]
 
 
 class GroupRolloutSamples(NamedTuple):
     """One minibatch of training rows (all tensors share the leading batch dimension B)."""
 
-    observations: th.Tensor  # [B, obs_dim] flat, OBS_KEYS order, unnormalized
+    observations: th.Tensor  # [B, obs_dim] flat, OBS_KEYS order, as the policy takes them (the policy normalizes)
     actions: th.Tensor  # [B, action_dim], as sampled (before clipping to the action space)
     old_log_prob: th.Tensor  # [B], log pi_old(a | s, g) under the (possibly relabelled) goal
     ref_log_prob: th.Tensor  # [B], log pi_ref(a | s, g)
@@ -150,39 +155,54 @@ class GroupRolloutBuffer:
         return x.reshape(self.n_steps, self.n_groups, self.group_size, *x.shape[2:])
 
     def _relabel(
-        self, policy: GoalGaussianPolicy, compute_reward: ComputeReward | None, rng: np.random.Generator
+        self,
+        policy: GoalGaussianPolicy,
+        compute_reward: ComputeReward | None,
+        rng: np.random.Generator,
+        normalize_obs: NormalizeObs | None,
     ) -> RelabelledCopies | None:
         """Hook for hindsight buffers; plain GRPO adds no copies."""
-        del policy, compute_reward, rng
+        del policy, compute_reward, rng, normalize_obs
         return None
+
+    @staticmethod
+    def _policy_inputs(obs: np.ndarray, normalize_obs: NormalizeObs | None) -> np.ndarray:
+        """Stored observations [..., D] -> policy inputs of the same shape (identity without a normalizer)."""
+        if normalize_obs is None:
+            return obs
+        return np.asarray(normalize_obs(obs.reshape(-1, obs.shape[-1])), dtype=np.float32).reshape(obs.shape)
 
     def compute(
         self,
         policy: GoalGaussianPolicy,
-        ref_policy: GoalGaussianPolicy,
+        ref_policy: GoalGaussianPolicy | None,
         compute_reward: ComputeReward | None,
         rng: np.random.Generator,
+        normalize_obs: NormalizeObs | None = None,
     ) -> dict[str, float]:
         """Score the rollout (and its relabelled copies) and build the training rows; returns statistics.
 
         :param policy: the collecting policy (pi_old), its normalizer already updated with this rollout.
-        :param ref_policy: the reference policy of the KL term.
+        :param ref_policy: the reference policy of the KL term; None when the term is off (``beta == 0``): the
+            rows then carry ``ref_log_prob = 0``, which nothing reads.
         :param compute_reward: the env's vectorized ``compute_reward`` (used by hindsight buffers).
         :param rng: generator for goal sampling.
+        :param normalize_obs: maps stored (original) flat observations to policy inputs, e.g. with a
+            VecNormalize's statistics; None = the stored observations are the policy inputs.
         """
         if not self.full:
             raise ValueError(f"compute() needs a full rollout of {self.n_steps} steps, got {self.pos}")
         T, n, D, A = self.n_steps, self.n_envs, self.obs_dim, self.action_dim
-        flat_obs = self.observations.reshape(-1, D)
+        own_obs = self._policy_inputs(self.observations, normalize_obs)
         flat_act = self.actions.reshape(-1, A)
-        self.log_prob = score_log_prob(policy, flat_obs, flat_act, self.device).reshape(T, n)
-        copies = self._relabel(policy, compute_reward, rng)
+        self.log_prob = score_log_prob(policy, own_obs.reshape(-1, D), flat_act, self.device).reshape(T, n)
+        copies = self._relabel(policy, compute_reward, rng, normalize_obs)
 
         rewards = self._grouped(self.rewards)[None]
         old_lp = self._grouped(self.log_prob)[None]
         weights = np.ones_like(rewards)
         mask = np.ones((1, T, self.n_groups, 1), dtype=bool)
-        observations = self.observations[None]
+        observations = own_obs[None]
         if copies is not None:
             rewards = np.concatenate([rewards, copies.rewards])
             old_lp = np.concatenate([old_lp, copies.old_log_prob])
@@ -195,7 +215,10 @@ class GroupRolloutBuffer:
         keep = np.broadcast_to(mask, rewards.shape).reshape(-1)
         obs_rows = observations.reshape(-1, D)[keep]
         act_rows = np.broadcast_to(self.actions[None], (K, T, n, A)).reshape(-1, A)[keep]
-        ref_lp = score_log_prob(ref_policy, obs_rows, act_rows, self.device)
+        if ref_policy is None:
+            ref_lp = np.zeros(len(obs_rows), dtype=np.float32)
+        else:
+            ref_lp = score_log_prob(ref_policy, obs_rows, act_rows, self.device)
 
         def to_t(x: np.ndarray) -> th.Tensor:
             return th.as_tensor(np.ascontiguousarray(x), dtype=th.float32, device=self.device)
@@ -209,7 +232,6 @@ class GroupRolloutBuffer:
             weights=to_t(weights.reshape(-1)[keep]),
         )
         stats = {
-            "rollout/ep_rew_mean": float(self.rewards.sum(0).mean()),
             "rollout/zero_std_groups": float(adv.zero_std_groups[0].mean()),
             "train/n_samples": float(len(obs_rows)),
         }
@@ -279,7 +301,11 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
         self.hindsight = HindsightConfig(hindsight_strategy, n_sampled_goal, is_correction, is_clip, is_self_normalize)
 
     def _relabel(
-        self, policy: GoalGaussianPolicy, compute_reward: ComputeReward | None, rng: np.random.Generator
+        self,
+        policy: GoalGaussianPolicy,
+        compute_reward: ComputeReward | None,
+        rng: np.random.Generator,
+        normalize_obs: NormalizeObs | None,
     ) -> RelabelledCopies:
         if compute_reward is None:
             raise ValueError("hindsight relabelling needs the env's vectorized compute_reward")
@@ -293,7 +319,7 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
 
         obs = np.broadcast_to(self._grouped(self.observations)[None], (K, T, self.n_groups, self.group_size, D)).copy()
         obs[..., D - d :] = goals[:, None, :, None, :]  # desired_goal is the last block of the flat observation
-        obs = obs.reshape(K, T, n, D)
+        obs = self._policy_inputs(obs.reshape(K, T, n, D), normalize_obs)
         actions = np.broadcast_to(self.actions[None], (K, T, n, A)).reshape(-1, A)
         log_prob = score_log_prob(policy, obs.reshape(-1, D), actions, self.device).reshape(
             K, T, self.n_groups, self.group_size

@@ -9,6 +9,7 @@ per-decision importance weights (Rauber et al. 2019, "Hindsight Policy Gradients
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -22,13 +23,14 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.utils import safe_mean
 from stable_baselines3.common.vec_env import VecEnv
 
 from robot_grpo.advantages import ADVANTAGE_SCALES
 from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer
-from robot_grpo.group_reset import group_reset
+from robot_grpo.group_reset import check_snapshot_support, group_reset
 from robot_grpo.losses import ExtraLossTerm, clip_fraction, clipped_surrogate, k3_kl
-from robot_grpo.policies import GoalGaussianPolicy, flatten_obs_np
+from robot_grpo.policies import OBS_KEYS, GoalGaussianPolicy, flatten_obs_np
 from robot_grpo.schedules import make_schedule
 from robot_grpo.stability import LastGood, NonFiniteError, first_nonfinite, first_nonfinite_grad
 from robot_grpo.stability import write_nonfinite_snapshot as _write_snapshot
@@ -45,6 +47,8 @@ ROLLBACK_KL_FACTOR = 2.0  # restore the last good weights and halve the lr when 
 ROLLBACK_LR_FACTOR = 0.5
 ADAPTIVE_BETA_TOLERANCE = 1.5  # adapt beta when kl_ref leaves [target / 1.5, target * 1.5]
 ADAPTIVE_BETA_STEP = 2.0
+NONFINITE_FOLDER = "nonfinite_snapshots"  # default snapshot folder name, under the run's log folder or the cwd
+RUN_PATHS = ("tensorboard_log", "snapshot_dir")  # where this process writes: never saved in a checkpoint
 
 
 class GRPO(BaseAlgorithm):
@@ -84,10 +88,14 @@ class GRPO(BaseAlgorithm):
     :param rollout_buffer_kwargs: extra buffer arguments (hindsight_strategy, n_sampled_goal, is_correction,
         is_clip, is_self_normalize).
     :param extra_loss_terms: objects with ``name`` and ``__call__(policy) -> scalar tensor`` added to the loss.
-    :param snapshot_dir: where a snapshot is written when a loss or gradient becomes NaN/inf.
+    :param snapshot_dir: where a snapshot is written when a loss or gradient becomes NaN/inf. None (default):
+        ``<log folder>/nonfinite_snapshots`` when the run logs to a folder (``tensorboard_log``, or a logger given
+        with ``set_logger``), else ``nonfinite_snapshots`` in the working directory at the time of the failure.
+        The folder is created only when a snapshot is written. Not saved with the model (see ``load``).
     :param n_torch_threads: ``torch.set_num_threads`` for this process (small MLPs: 1 is fastest); None leaves it.
     :param stats_window_size: window of the SB3 episode-info buffers.
-    :param tensorboard_log: TensorBoard log directory (None: no TensorBoard).
+    :param tensorboard_log: TensorBoard log directory (None: no TensorBoard). Not saved with the model: a loaded
+        model logs to TensorBoard only when ``load(..., tensorboard_log=...)`` says where.
     :param policy_kwargs: extra policy arguments (net_arch, activation_fn, log_std_init, norm_clip, ...).
     :param verbose: 0 silent, 1 training info.
     :param seed: seed of python, numpy, torch, the env and the hindsight goal sampler.
@@ -126,7 +134,7 @@ class GRPO(BaseAlgorithm):
         rollout_buffer_class: type[GroupRolloutBuffer] | None = None,
         rollout_buffer_kwargs: dict[str, Any] | None = None,
         extra_loss_terms: Sequence[ExtraLossTerm] | None = None,
-        snapshot_dir: str = "nonfinite_snapshots",
+        snapshot_dir: str | None = None,
         n_torch_threads: int | None = 1,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
@@ -183,6 +191,8 @@ class GRPO(BaseAlgorithm):
             raise ValueError(f"group_size must be >= 2 (the group is the baseline), got {self.group_size}")
         if self.n_groups < 1:
             raise ValueError(f"n_groups must be >= 1, got {self.n_groups}")
+        if self.env is not None:
+            check_snapshot_support(self.env)
         if self.env is not None and self.n_envs != self.group_size * self.n_groups:
             raise ValueError(
                 f"the env has {self.n_envs} envs but group_size * n_groups = {self.group_size * self.n_groups}; "
@@ -282,7 +292,31 @@ class GRPO(BaseAlgorithm):
             self._th_gen.manual_seed(seed)
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "extra_loss_terms", "_th_gen"]
+        return [*super()._excluded_save_params(), *RUN_PATHS, "extra_loss_terms", "_th_gen", "_rollout_stats"]
+
+    @classmethod
+    def load(  # type: ignore[override]
+        cls: type[SelfGRPO],
+        path: Any,
+        env: GymEnv | None = None,
+        device: th.device | str = "auto",
+        custom_objects: dict[str, Any] | None = None,
+        print_system_info: bool = False,
+        force_reset: bool = True,
+        **kwargs: Any,
+    ) -> SelfGRPO:
+        """SB3's ``load``; where the loaded model writes (``tensorboard_log``, ``snapshot_dir``) comes from ``kwargs``
+        only, never from the checkpoint (older checkpoints stored relative paths of the run that saved them)."""
+        model = super().load(path, env, device, custom_objects, print_system_info, force_reset, **kwargs)
+        for name in RUN_PATHS:
+            setattr(model, name, kwargs.get(name))
+        return model
+
+    def set_env(self, env: GymEnv, force_reset: bool = True) -> None:
+        """SB3's ``set_env``, refusing an env that cannot give group resets (no ``snapshot()``)."""
+        super().set_env(env, force_reset)
+        assert self.env is not None
+        check_snapshot_support(self.env)
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         return ["policy", "policy.optimizer", "ref_policy"], []
@@ -292,6 +326,32 @@ class GRPO(BaseAlgorithm):
         assert self.env is not None
         return self.env.env_method("compute_reward", achieved_goal, desired_goal, info, indices=[0])[0]
 
+    # Under VecNormalize the buffer keeps what the env returned before normalization (as SB3's HER does), so that
+    # hindsight relabels with, and compute_reward sees, goals in the env's own units; the rows are normalized
+    # with the VecNormalize's statistics when the training rows are built.
+    def _original_obs(self, obs: Any) -> Any:
+        return obs if self._vec_normalize_env is None else self._vec_normalize_env.get_original_obs()
+
+    def _original_rewards(self, rewards: np.ndarray) -> np.ndarray:
+        return rewards if self._vec_normalize_env is None else self._vec_normalize_env.get_original_reward()
+
+    def _terminal_achieved_goals(self, infos: list[dict[str, Any]]) -> np.ndarray:
+        terminal = [info["terminal_observation"] for info in infos]
+        if self._vec_normalize_env is not None:  # VecNormalize normalizes it in place; undo it as SB3 does
+            terminal = [self._vec_normalize_env.unnormalize_obs(obs) for obs in terminal]
+        return np.stack([obs["achieved_goal"] for obs in terminal])
+
+    def _normalize_flat(self, flat: np.ndarray) -> np.ndarray:
+        """Flat original observations [N, obs_dim] -> what the policy sees (the VecNormalize's current stats)."""
+        assert self._vec_normalize_env is not None
+        if not isinstance(self.observation_space, spaces.Dict):
+            return np.asarray(self._vec_normalize_env.normalize_obs(flat), dtype=np.float32)
+        sizes = [int(np.prod(self.observation_space[key].shape)) for key in OBS_KEYS]
+        parts = np.split(flat, np.cumsum(sizes)[:-1], axis=-1)
+        shapes = [self.observation_space[key].shape for key in OBS_KEYS]
+        obs = {k: p.reshape(len(flat), *shape) for k, p, shape in zip(OBS_KEYS, parts, shapes, strict=True)}
+        return flatten_obs_np(self._vec_normalize_env.normalize_obs(obs))
+
     def collect_rollouts(self, env: VecEnv, callback: BaseCallback, rollout_buffer: GroupRolloutBuffer) -> bool:
         """Run one group rollout (every env to the time limit) and build the training rows.
 
@@ -299,6 +359,7 @@ class GRPO(BaseAlgorithm):
         """
         self.policy.set_training_mode(False)
         self._last_obs = group_reset(env, self.group_size)
+        original_obs = self._original_obs(self._last_obs)
         rollout_buffer.reset()
         callback.on_rollout_start()
         low, high = self.action_space.low, self.action_space.high
@@ -323,23 +384,20 @@ class GRPO(BaseAlgorithm):
                     f"were {dones.astype(int).tolist()}. GRPO groups need envs without early termination; "
                     "pass n_steps equal to the env's episode length"
                 )
+            new_original = self._original_obs(new_obs)
             achieved = None
             if is_goal:
-                achieved = (
-                    np.stack([info["terminal_observation"]["achieved_goal"] for info in infos])
-                    if last
-                    else new_obs["achieved_goal"]
-                )
-            rollout_buffer.add(flat, actions, rewards, achieved)
-            self._last_obs = new_obs
+                achieved = self._terminal_achieved_goals(infos) if last else new_original["achieved_goal"]
+            rollout_buffer.add(flatten_obs_np(original_obs), actions, self._original_rewards(rewards), achieved)
+            self._last_obs, original_obs = new_obs, new_original
             self._last_episode_starts = dones
 
-        successes = [info["is_success"] for info in infos if "is_success" in info]
-        self.policy.update_normalizer(th.as_tensor(rollout_buffer.observations.reshape(-1, rollout_buffer.obs_dim)))
+        normalize = None if self._vec_normalize_env is None else self._normalize_flat
+        flat_rows = rollout_buffer.observations.reshape(-1, rollout_buffer.obs_dim)
+        self.policy.update_normalizer(th.as_tensor(flat_rows if normalize is None else normalize(flat_rows)))
         compute_reward = self._compute_reward if is_goal else None
-        self._rollout_stats = rollout_buffer.compute(self.policy, self.ref_policy, compute_reward, self._rng)
-        if successes:
-            self._rollout_stats["rollout/success_rate"] = float(np.mean(successes))
+        ref_policy = self.ref_policy if self.beta > 0 else None  # no reference term: do not even score it
+        self._rollout_stats = rollout_buffer.compute(self.policy, ref_policy, compute_reward, self._rng, normalize)
         callback.update_locals(locals())
         callback.on_rollout_end()
         return True
@@ -357,10 +415,18 @@ class GRPO(BaseAlgorithm):
             return self.rollout_buffer.get(self.batch_size, generator=self._th_gen)
         return self.rollout_buffer.get(self.batch_size)
 
+    def _nonfinite_dir(self) -> str:
+        """``snapshot_dir``, else the run's log folder (TensorBoard or a set_logger folder), else the cwd, now."""
+        if self.snapshot_dir is not None:
+            return self.snapshot_dir
+        logs_to_folder = self._custom_logger or self.tensorboard_log is not None
+        folder = self.logger.get_dir() if logs_to_folder else None  # SB3's default logger sits in a temp folder
+        return os.path.join(folder or os.getcwd(), NONFINITE_FOLDER)
+
     def _raise_nonfinite(self, name: str, batch: Any, terms: dict[str, th.Tensor], epoch: int) -> None:
         update = self._n_updates + 1
         path = _write_snapshot(
-            self.snapshot_dir, update, name, self.policy, self.policy.optimizer, batch._asdict(), terms
+            self._nonfinite_dir(), update, name, self.policy, self.policy.optimizer, batch._asdict(), terms
         )
         raise NonFiniteError(
             f"non-finite value in {name} at update {update} (epoch {epoch}); weights, optimizer state and the "
@@ -374,9 +440,7 @@ class GRPO(BaseAlgorithm):
         clip_low = self.clip_range_schedule(self._current_progress_remaining)
         clip_high = self.clip_range_high_schedule(self._current_progress_remaining)
         last_good = LastGood()
-        logs: dict[str, list[float]] = {"approx_kl": [], "clip_fraction": [], "kl_ref": [], "grad_norm": []}
-        logs.update({"policy_loss": [], "loss": []})
-        logs.update({f"extra/{term.name}": [] for term in self.extra_loss_terms})
+        logs: dict[str, list[float]] = {"approx_kl": [], "clip_fraction": [], "grad_norm": []}
         entropy = self.policy.entropy()
         early_stop, rolled_back, epochs_done = False, False, 0
         for epoch in range(self.n_epochs):
@@ -401,10 +465,12 @@ class GRPO(BaseAlgorithm):
                         break
                 adv, w = batch.advantages, batch.weights
                 policy_loss = -(w * clipped_surrogate(ratio, adv, clip_low, clip_high)).mean()
-                kl_ref = k3_kl(log_prob, batch.ref_log_prob).mean()  # KL(pi || pi_ref), samples from pi_old
-                terms = {"policy_loss": policy_loss, "kl_ref": kl_ref, "entropy": entropy}
+                terms = {"policy_gradient_loss": policy_loss, "entropy": entropy}
+                loss = policy_loss - self.ent_coef * entropy
+                if self.beta > 0:  # off means not computed: 0 * inf would still poison the loss
+                    terms["kl_ref"] = k3_kl(log_prob, batch.ref_log_prob).mean()  # KL(pi || pi_ref), pi_old samples
+                    loss = loss + self.beta * terms["kl_ref"]
                 terms.update({f"extra/{term.name}": term(self.policy) for term in self.extra_loss_terms})
-                loss = policy_loss + self.beta * kl_ref - self.ent_coef * entropy
                 for term in self.extra_loss_terms:
                     loss = loss + terms[f"extra/{term.name}"]
                 terms["loss"] = loss
@@ -421,10 +487,10 @@ class GRPO(BaseAlgorithm):
                 self.policy.optimizer.step()
                 logs["approx_kl"].append(float(approx_kl.detach()))
                 logs["clip_fraction"].append(float(clip_fraction(ratio, clip_low, clip_high)))
-                logs["kl_ref"].append(float(kl_ref.detach()))
                 logs["grad_norm"].append(float(grad_norm))
-                for key in ("policy_loss", "loss", *(f"extra/{t.name}" for t in self.extra_loss_terms)):
-                    logs[key].append(float(terms[key].detach()))
+                for key, value in terms.items():  # losses, kl_ref (when beta > 0), extra terms; entropy logged below
+                    if key != "entropy":
+                        logs.setdefault(key, []).append(float(value.detach()))
             if early_stop or rolled_back:
                 break
             epochs_done += 1
@@ -434,8 +500,9 @@ class GRPO(BaseAlgorithm):
         for key, values in logs.items():
             if values:
                 self.logger.record(f"train/{key}", float(np.mean(values)))
-        self.logger.record("train/entropy", float(entropy.detach()))
-        self.logger.record("train/lr", lr)
+        self.logger.record("train/entropy_loss", -float(entropy.detach()))  # SB3's key and sign
+        self.logger.record("train/std", float(th.exp(self.policy.log_std.detach()).mean()))
+        self.logger.record("train/learning_rate", lr)
         self.logger.record("train/beta", self.beta)
         self.logger.record("train/clip_range", clip_low)
         self.logger.record("train/epochs_completed", epochs_done)
@@ -445,7 +512,7 @@ class GRPO(BaseAlgorithm):
 
     def _after_update(self, logs: dict[str, list[float]]) -> None:
         """Adapt beta toward target_kl and refresh the reference policy."""
-        if self.adaptive_beta and logs["kl_ref"]:
+        if self.adaptive_beta and logs.get("kl_ref"):
             assert self.target_kl is not None
             kl_ref = float(np.mean(logs["kl_ref"]))
             if kl_ref > ADAPTIVE_BETA_TOLERANCE * self.target_kl:
@@ -462,6 +529,11 @@ class GRPO(BaseAlgorithm):
         fps = int((self.num_timesteps - self._num_timesteps_at_start) / elapsed)
         if iteration > 0:
             self.logger.record("time/iterations", iteration, exclude="tensorboard")
+        if len(self.ep_info_buffer) > 0 and len(self.ep_info_buffer[0]) > 0:  # SB3's windowed episode statistics
+            self.logger.record("rollout/ep_rew_mean", safe_mean([info["r"] for info in self.ep_info_buffer]))
+            self.logger.record("rollout/ep_len_mean", safe_mean([info["l"] for info in self.ep_info_buffer]))
+        if len(self.ep_success_buffer) > 0:
+            self.logger.record("rollout/success_rate", safe_mean(self.ep_success_buffer))
         for key, value in self._rollout_stats.items():
             self.logger.record(key, value)
         self.logger.record("time/fps", fps)

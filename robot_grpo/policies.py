@@ -126,8 +126,8 @@ class ExportModule(nn.Module):
         super().__init__()
         self.normalizer = normalizer
         self.mean_net = mean_net
-        self.register_buffer("low", th.as_tensor(low, dtype=th.float32))
-        self.register_buffer("high", th.as_tensor(high, dtype=th.float32))
+        self.register_buffer("low", th.tensor(low, dtype=th.float32))  # copies: never a view of the caller's array
+        self.register_buffer("high", th.tensor(high, dtype=th.float32))
 
     def forward(self, obs: th.Tensor) -> th.Tensor:
         action = self.mean_net(self.normalizer(obs))
@@ -149,6 +149,8 @@ class GoalGaussianPolicy(BasePolicy):
     :param norm_std_min: floor of the normalizer's standard deviation (observation units).
     :param optimizer_class: torch optimizer class.
     :param optimizer_kwargs: extra optimizer arguments.
+    :param normalize_images: unused (the policy takes no images); accepted because SB3's ``BaseModel`` saves it
+        with the constructor parameters, so ``policy.save()`` / ``GoalGaussianPolicy.load()`` round-trip.
     """
 
     def __init__(
@@ -165,6 +167,7 @@ class GoalGaussianPolicy(BasePolicy):
         norm_std_min: float = DEFAULT_NORM_STD_MIN,
         optimizer_class: type[th.optim.Optimizer] = th.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
+        normalize_images: bool = False,
     ) -> None:
         if not isinstance(action_space, spaces.Box):
             raise ValueError(f"GoalGaussianPolicy needs a continuous Box action space, got {action_space}")
@@ -176,6 +179,7 @@ class GoalGaussianPolicy(BasePolicy):
             optimizer_class=optimizer_class,
             optimizer_kwargs=optimizer_kwargs,
             squash_output=False,
+            normalize_images=normalize_images,
         )
         self.net_arch = tuple(int(w) for w in net_arch)
         self.activation_fn = activation_fn
@@ -190,8 +194,10 @@ class GoalGaussianPolicy(BasePolicy):
         self.obs_normalizer = RunningNormalizer(self.obs_dim, norm_clip, norm_std_min)
         self.mean_net = build_mlp(self.obs_dim, self.action_dim, self.net_arch, activation_fn, self.ortho_init)
         self.log_std = nn.Parameter(th.full((self.action_dim,), self.log_std_init))
-        self.register_buffer("action_low", th.as_tensor(action_space.low, dtype=th.float32).flatten())
-        self.register_buffer("action_high", th.as_tensor(action_space.high, dtype=th.float32).flatten())
+        # th.tensor copies: th.as_tensor would share memory with the env's action_space arrays, so loading a
+        # state dict (set_parameters, load_state_dict) would rewrite the live env's bounds.
+        self.register_buffer("action_low", th.tensor(action_space.low, dtype=th.float32).flatten())
+        self.register_buffer("action_high", th.tensor(action_space.high, dtype=th.float32).flatten())
         self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:

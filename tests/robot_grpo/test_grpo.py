@@ -117,7 +117,7 @@ def test_kl_spike_rolls_back_to_the_last_good_weights_and_halves_the_lr():
     for name, value in params(model).items():
         assert th.equal(value, before[name]), name
     assert model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(0.25)
-    assert model.logger.name_to_value["train/lr"] == pytest.approx(0.25)
+    assert model.logger.name_to_value["train/learning_rate"] == pytest.approx(0.25)
     model.learn(G * N_GROUPS * EP_STEPS, reset_num_timesteps=False)  # the halving persists (and may repeat)
     assert model.policy.optimizer.param_groups[0]["lr"] <= 0.25
 
@@ -147,12 +147,14 @@ def test_logger_records_the_issue_keys(tmp_path):
     expected = {
         "train/approx_kl",
         "train/clip_fraction",
-        "train/entropy",
-        "train/kl_ref",
+        "train/entropy_loss",
         "train/grad_norm",
-        "train/lr",
+        "train/learning_rate",
+        "train/policy_gradient_loss",
+        "train/std",
         "rollout/success_rate",
         "rollout/ep_rew_mean",
+        "rollout/ep_len_mean",
         "rollout/zero_std_groups",
         "hindsight/weight_mean",
         "hindsight/relabelled_success",
