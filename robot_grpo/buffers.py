@@ -15,7 +15,7 @@ HerReplayBuffer keeps the original observations too): hindsight relabels with go
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -59,6 +59,25 @@ class RelabelledCopies(NamedTuple):
     old_log_prob: np.ndarray  # [K, T, n_groups, G]
     weights: np.ndarray  # [K, T, n_groups, G]
     horizon: np.ndarray  # [K, n_groups] last valid step
+
+
+def minibatches(
+    rows: GroupRolloutSamples, batch_size: int | None = None, generator: th.Generator | None = None
+) -> Iterator[GroupRolloutSamples]:
+    """Shuffled minibatches of training rows (the last one may be smaller).
+
+    :param rows: the training rows.
+    :param batch_size: rows per minibatch (None: one batch).
+    :param generator: torch generator of the shuffle (None: torch's global RNG; GRPO always passes its own).
+    """
+    n_rows = len(rows.observations)
+    batch_size = n_rows if batch_size is None else batch_size
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1 row, got {batch_size}")
+    perm = th.randperm(n_rows, generator=generator, device=rows.observations.device)
+    for start in range(0, n_rows, batch_size):
+        idx = perm[start : start + batch_size]
+        yield GroupRolloutSamples(*(t[idx] for t in rows))
 
 
 @th.no_grad()
@@ -252,22 +271,18 @@ class GroupRolloutBuffer:
     def n_samples(self) -> int:
         return 0 if self._samples is None else len(self._samples.observations)
 
+    @property
+    def samples(self) -> GroupRolloutSamples:
+        """The training rows built by :meth:`compute` (what ``GRPO.train_on_samples`` takes)."""
+        if self._samples is None:
+            raise ValueError("call compute() first: the training rows are built from a full rollout")
+        return self._samples
+
     def get(
         self, batch_size: int | None = None, generator: th.Generator | None = None
-    ) -> Generator[GroupRolloutSamples, None, None]:
-        """Shuffled minibatches of the training rows (the last one may be smaller).
-
-        :param batch_size: rows per minibatch (None: one batch).
-        :param generator: torch generator of the shuffle (None: torch's global RNG).
-        """
-        if self._samples is None:
-            raise ValueError("call compute() before get(): the training rows are built from a full rollout")
-        n_rows = self.n_samples
-        batch_size = n_rows if batch_size is None else batch_size
-        perm = th.randperm(n_rows, generator=generator, device=self.device)
-        for start in range(0, n_rows, batch_size):
-            idx = perm[start : start + batch_size]
-            yield GroupRolloutSamples(*(t[idx] for t in self._samples))
+    ) -> Iterator[GroupRolloutSamples]:
+        """Shuffled minibatches of the training rows (see :func:`minibatches`)."""
+        return minibatches(self.samples, batch_size, generator)
 
 
 class HindsightGroupBuffer(GroupRolloutBuffer):

@@ -13,6 +13,7 @@ normally, its full state is captured with ``snapshot()``, and every member (the 
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,20 @@ def check_snapshot_support(vec_env: VecEnv) -> None:
         "(DelayedFetchReach-v0, DelayedFetchPush-v0, ...). Any other env must offer snapshot() and "
         "reset(options={'snapshot': s}) itself."
     )
+
+
+def episode_length(vec_env: VecEnv) -> int:
+    """Control steps per episode: the smaller of the envs' ``max_episode_steps`` and their spec's limit."""
+    limits = []
+    with contextlib.suppress(AttributeError):  # envs without their own limit rely on TimeLimit
+        limits.append(vec_env.get_attr("max_episode_steps", [0])[0])
+    spec = vec_env.get_attr("spec", [0])[0]
+    if spec is not None:
+        limits.append(spec.max_episode_steps)
+    limits = [int(v) for v in limits if v]
+    if not limits:
+        raise ValueError("cannot read the episode length from the env; pass n_steps (control steps per episode)")
+    return min(limits)
 
 
 def group_reset(vec_env: VecEnv, group_size: int, seed: int | None = None) -> dict[str, np.ndarray] | np.ndarray:

@@ -8,11 +8,9 @@ per-decision importance weights (Rauber et al. 2019, "Hindsight Policy Gradients
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -21,18 +19,20 @@ from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 from stable_baselines3.common.utils import safe_mean
 from stable_baselines3.common.vec_env import VecEnv
 
 from robot_grpo.advantages import ADVANTAGE_SCALES
-from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer
-from robot_grpo.group_reset import check_snapshot_support, group_reset
-from robot_grpo.losses import ExtraLossTerm, clip_fraction, clipped_surrogate, k3_kl
-from robot_grpo.policies import OBS_KEYS, GoalGaussianPolicy, flatten_obs_np
+from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer, minibatches
+from robot_grpo.env_originals import EnvOriginals
+from robot_grpo.group_reset import check_snapshot_support, episode_length, group_reset
+from robot_grpo.losses import ExtraLossTerm, clip_fraction, grpo_loss
+from robot_grpo.policies import GoalGaussianPolicy, flatten_obs_np
 from robot_grpo.schedules import make_schedule
-from robot_grpo.stability import LastGood, NonFiniteError, first_nonfinite, first_nonfinite_grad
+from robot_grpo.stability import LastGood, NonFiniteError, first_nonfinite, first_nonfinite_grad, nonfinite_dir
 from robot_grpo.stability import write_nonfinite_snapshot as _write_snapshot
 
 SelfGRPO = TypeVar("SelfGRPO", bound="GRPO")
@@ -47,7 +47,6 @@ ROLLBACK_KL_FACTOR = 2.0  # restore the last good weights and halve the lr when 
 ROLLBACK_LR_FACTOR = 0.5
 ADAPTIVE_BETA_TOLERANCE = 1.5  # adapt beta when kl_ref leaves [target / 1.5, target * 1.5]
 ADAPTIVE_BETA_STEP = 2.0
-NONFINITE_FOLDER = "nonfinite_snapshots"  # default snapshot folder name, under the run's log folder or the cwd
 RUN_PATHS = ("tensorboard_log", "snapshot_dir")  # where this process writes: never saved in a checkpoint
 
 
@@ -216,23 +215,13 @@ class GRPO(BaseAlgorithm):
             raise ValueError(f"max_grad_norm must be > 0, got {self.max_grad_norm}")
         if self.ref_update_interval < 0:
             raise ValueError(f"ref_update_interval must be >= 0 (0 = never refresh), got {self.ref_update_interval}")
-        for term in self.extra_loss_terms:
+        self._check_loss_terms(self.extra_loss_terms)
+
+    @staticmethod
+    def _check_loss_terms(terms: Sequence[Any]) -> None:
+        for term in terms:
             if not callable(term) or not isinstance(getattr(term, "name", None), str):
                 raise ValueError(f"extra loss term {term!r} needs a str `name` and `__call__(policy) -> tensor`")
-
-    def _infer_n_steps(self) -> int:
-        """Episode length in control steps: the smaller of the env's ``max_episode_steps`` and its spec's limit."""
-        assert self.env is not None
-        limits = []
-        with contextlib.suppress(AttributeError):  # envs without their own limit rely on TimeLimit
-            limits.append(self.env.get_attr("max_episode_steps", [0])[0])
-        spec = self.env.get_attr("spec", [0])[0]
-        if spec is not None:
-            limits.append(spec.max_episode_steps)
-        limits = [int(v) for v in limits if v]
-        if not limits:
-            raise ValueError("cannot read the episode length from the env; pass n_steps (control steps per episode)")
-        return min(limits)
 
     def _setup_model(self) -> None:
         self._check_args()
@@ -242,7 +231,7 @@ class GRPO(BaseAlgorithm):
         self.set_random_seed(self.seed)
         self._seed_generators(self.seed)
         if self.n_steps is None:
-            self.n_steps = self._infer_n_steps()
+            self.n_steps = episode_length(self.env)
         if self.n_steps < 1:
             raise ValueError(f"n_steps must be >= 1 control step, got {self.n_steps}")
         self.clip_range_schedule = make_schedule(self.clip_range)
@@ -326,32 +315,6 @@ class GRPO(BaseAlgorithm):
         assert self.env is not None
         return self.env.env_method("compute_reward", achieved_goal, desired_goal, info, indices=[0])[0]
 
-    # Under VecNormalize the buffer keeps what the env returned before normalization (as SB3's HER does), so that
-    # hindsight relabels with, and compute_reward sees, goals in the env's own units; the rows are normalized
-    # with the VecNormalize's statistics when the training rows are built.
-    def _original_obs(self, obs: Any) -> Any:
-        return obs if self._vec_normalize_env is None else self._vec_normalize_env.get_original_obs()
-
-    def _original_rewards(self, rewards: np.ndarray) -> np.ndarray:
-        return rewards if self._vec_normalize_env is None else self._vec_normalize_env.get_original_reward()
-
-    def _terminal_achieved_goals(self, infos: list[dict[str, Any]]) -> np.ndarray:
-        terminal = [info["terminal_observation"] for info in infos]
-        if self._vec_normalize_env is not None:  # VecNormalize normalizes it in place; undo it as SB3 does
-            terminal = [self._vec_normalize_env.unnormalize_obs(obs) for obs in terminal]
-        return np.stack([obs["achieved_goal"] for obs in terminal])
-
-    def _normalize_flat(self, flat: np.ndarray) -> np.ndarray:
-        """Flat original observations [N, obs_dim] -> what the policy sees (the VecNormalize's current stats)."""
-        assert self._vec_normalize_env is not None
-        if not isinstance(self.observation_space, spaces.Dict):
-            return np.asarray(self._vec_normalize_env.normalize_obs(flat), dtype=np.float32)
-        sizes = [int(np.prod(self.observation_space[key].shape)) for key in OBS_KEYS]
-        parts = np.split(flat, np.cumsum(sizes)[:-1], axis=-1)
-        shapes = [self.observation_space[key].shape for key in OBS_KEYS]
-        obs = {k: p.reshape(len(flat), *shape) for k, p, shape in zip(OBS_KEYS, parts, shapes, strict=True)}
-        return flatten_obs_np(self._vec_normalize_env.normalize_obs(obs))
-
     def collect_rollouts(self, env: VecEnv, callback: BaseCallback, rollout_buffer: GroupRolloutBuffer) -> bool:
         """Run one group rollout (every env to the time limit) and build the training rows.
 
@@ -359,7 +322,8 @@ class GRPO(BaseAlgorithm):
         """
         self.policy.set_training_mode(False)
         self._last_obs = group_reset(env, self.group_size)
-        original_obs = self._original_obs(self._last_obs)
+        originals = EnvOriginals(self._vec_normalize_env, self.observation_space)  # identity without VecNormalize
+        original_obs = originals.obs(self._last_obs)
         rollout_buffer.reset()
         callback.on_rollout_start()
         low, high = self.action_space.low, self.action_space.high
@@ -384,15 +348,15 @@ class GRPO(BaseAlgorithm):
                     f"were {dones.astype(int).tolist()}. GRPO groups need envs without early termination; "
                     "pass n_steps equal to the env's episode length"
                 )
-            new_original = self._original_obs(new_obs)
+            new_original = originals.obs(new_obs)
             achieved = None
             if is_goal:
-                achieved = self._terminal_achieved_goals(infos) if last else new_original["achieved_goal"]
-            rollout_buffer.add(flatten_obs_np(original_obs), actions, self._original_rewards(rewards), achieved)
+                achieved = originals.terminal_achieved_goals(infos) if last else new_original["achieved_goal"]
+            rollout_buffer.add(flatten_obs_np(original_obs), actions, originals.rewards(rewards), achieved)
             self._last_obs, original_obs = new_obs, new_original
             self._last_episode_starts = dones
 
-        normalize = None if self._vec_normalize_env is None else self._normalize_flat
+        normalize = originals.normalizer
         flat_rows = rollout_buffer.observations.reshape(-1, rollout_buffer.obs_dim)
         self.policy.update_normalizer(th.as_tensor(flat_rows if normalize is None else normalize(flat_rows)))
         compute_reward = self._compute_reward if is_goal else None
@@ -409,32 +373,69 @@ class GRPO(BaseAlgorithm):
             group["lr"] = lr
         return lr
 
-    def _minibatches(self) -> Iterator[GroupRolloutSamples]:
-        """The buffer's shuffled minibatches, shuffled with this model's generator when the buffer accepts one."""
-        if isinstance(self.rollout_buffer, GroupRolloutBuffer):
-            return self.rollout_buffer.get(self.batch_size, generator=self._th_gen)
-        return self.rollout_buffer.get(self.batch_size)
-
-    def _nonfinite_dir(self) -> str:
-        """``snapshot_dir``, else the run's log folder (TensorBoard or a set_logger folder), else the cwd, now."""
-        if self.snapshot_dir is not None:
-            return self.snapshot_dir
-        logs_to_folder = self._custom_logger or self.tensorboard_log is not None
-        folder = self.logger.get_dir() if logs_to_folder else None  # SB3's default logger sits in a temp folder
-        return os.path.join(folder or os.getcwd(), NONFINITE_FOLDER)
-
     def _raise_nonfinite(self, name: str, batch: Any, terms: dict[str, th.Tensor], epoch: int) -> None:
         update = self._n_updates + 1
-        path = _write_snapshot(
-            self._nonfinite_dir(), update, name, self.policy, self.policy.optimizer, batch._asdict(), terms
-        )
+        logs_to_folder = self._custom_logger or self.tensorboard_log is not None  # else SB3's temp folder
+        folder = nonfinite_dir(self.snapshot_dir, self.logger.get_dir() if logs_to_folder else None)
+        path = _write_snapshot(folder, update, name, self.policy, self.policy.optimizer, batch._asdict(), terms)
         raise NonFiniteError(
             f"non-finite value in {name} at update {update} (epoch {epoch}); weights, optimizer state and the "
             f"offending minibatch were saved to {path} (torch.load(path, weights_only=True))"
         )
 
     def train(self) -> None:
-        """Clipped-ratio updates over the rollout's rows with KL guards (early stop, rollback)."""
+        """One update on the last rollout's rows; the reference policy is refreshed every ``ref_update_interval``."""
+        self._update(self.rollout_buffer.samples, self.extra_loss_terms, self._th_gen)
+        if self.ref_update_interval > 0 and self._n_updates % self.ref_update_interval == 0:
+            self.reset_reference()
+
+    def train_on_samples(
+        self,
+        samples: GroupRolloutSamples,
+        extra_loss_terms: Sequence[ExtraLossTerm] = (),
+        generator: th.Generator | None = None,
+    ) -> dict[str, float]:
+        """One GRPO update on given training rows: fine-tuning on logged episodes, or mixing in fresh sim rows.
+
+        The same loss, clip, KL guards and learning-rate schedule as :meth:`train`. The rows carry their own pi_old
+        and reference log-probs (``robot_grpo.finetune_data.build_finetune_samples`` scores logged episodes under
+        the deployed policy; :meth:`rollout_samples` under this one), so the model's reference policy is neither
+        read nor refreshed here.
+
+        :param samples: training rows (all tensors on the model's device).
+        :param extra_loss_terms: loss terms added for this update only (e.g. an EWC penalty); the model's own
+            ``extra_loss_terms`` are not used.
+        :param generator: torch generator of the minibatch order (None: the model's own, seeded with ``seed``);
+            torch's global RNG is never used.
+        :return: the update's ``train/...`` values (also recorded in the logger).
+        """
+        terms = list(extra_loss_terms)
+        self._check_loss_terms(terms)
+        if getattr(self, "_logger", None) is None:  # no learn() yet: record into a logger that writes nothing
+            self.set_logger(Logger(folder=None, output_formats=[]))
+        return self._update(samples, terms, self._th_gen if generator is None else generator)
+
+    def rollout_samples(self) -> GroupRolloutSamples:
+        """Collect one group rollout on the model's env and return its training rows, without an update.
+
+        Counts ``n_envs * n_steps`` env steps toward ``num_timesteps``. Fine-tuning uses it to mix fresh sim groups
+        into :meth:`train_on_samples`.
+        """
+        if self.env is None:
+            raise ValueError("rollout_samples() needs an env; give the model one with set_env(env)")
+        _, callback = self._setup_learn(self.n_envs * self.n_steps, None, reset_num_timesteps=False)
+        self.collect_rollouts(self.env, callback, self.rollout_buffer)
+        return self.rollout_buffer.samples
+
+    def reset_reference(self) -> None:
+        """Make the current policy the KL reference (iterative GRPO does it every ``ref_update_interval`` updates;
+        a fine-tuning round once, so that the deployed policy is the reference of the whole round)."""
+        self.ref_policy.load_state_dict(self.policy.state_dict())
+
+    def _update(
+        self, rows: GroupRolloutSamples, extra_loss_terms: Sequence[ExtraLossTerm], generator: th.Generator
+    ) -> dict[str, float]:
+        """Clipped-ratio epochs over ``rows`` with KL guards (early stop, rollback); returns the logged values."""
         self.policy.set_training_mode(True)
         lr = self._set_lr()
         clip_low = self.clip_range_schedule(self._current_progress_remaining)
@@ -445,13 +446,11 @@ class GRPO(BaseAlgorithm):
         early_stop, rolled_back, epochs_done = False, False, 0
         for epoch in range(self.n_epochs):
             last_good.capture(self.policy, self.policy.optimizer)
-            for batch in self._minibatches():
-                log_prob, entropy = self.policy.evaluate_actions(batch.observations, batch.actions)
-                log_ratio = log_prob - batch.old_log_prob
-                ratio = th.exp(log_ratio)
-                approx_kl = k3_kl(batch.old_log_prob, log_prob).mean()  # KL(pi_old || pi) on pi_old's samples
+            for batch in minibatches(rows, self.batch_size, generator):
+                step = grpo_loss(self.policy, batch, clip_low, clip_high, self.beta, self.ent_coef, extra_loss_terms)
+                entropy = step.terms["entropy"]
                 if self.target_kl is not None:
-                    kl = float(approx_kl.detach())
+                    kl = float(step.approx_kl.detach())
                     if kl > ROLLBACK_KL_FACTOR * self.target_kl:
                         last_good.restore(self.policy, self.policy.optimizer)
                         self._lr_factor *= ROLLBACK_LR_FACTOR
@@ -463,30 +462,20 @@ class GRPO(BaseAlgorithm):
                     if kl > EARLY_STOP_KL_FACTOR * self.target_kl:
                         early_stop = True
                         break
-                adv, w = batch.advantages, batch.weights
-                policy_loss = -(w * clipped_surrogate(ratio, adv, clip_low, clip_high)).mean()
-                terms = {"policy_gradient_loss": policy_loss, "entropy": entropy}
-                loss = policy_loss - self.ent_coef * entropy
-                if self.beta > 0:  # off means not computed: 0 * inf would still poison the loss
-                    terms["kl_ref"] = k3_kl(log_prob, batch.ref_log_prob).mean()  # KL(pi || pi_ref), pi_old samples
-                    loss = loss + self.beta * terms["kl_ref"]
-                terms.update({f"extra/{term.name}": term(self.policy) for term in self.extra_loss_terms})
-                for term in self.extra_loss_terms:
-                    loss = loss + terms[f"extra/{term.name}"]
-                terms["loss"] = loss
+                terms = step.terms
                 bad = first_nonfinite(terms)
                 if bad is not None:
                     self._raise_nonfinite(bad, batch, terms, epoch)
                 self.policy.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                terms["loss"].backward()
                 grad_norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
                 if not bool(th.isfinite(grad_norm)):
                     self._raise_nonfinite(
                         first_nonfinite_grad(self.policy.named_parameters()) or "grad_norm", batch, terms, epoch
                     )
                 self.policy.optimizer.step()
-                logs["approx_kl"].append(float(approx_kl.detach()))
-                logs["clip_fraction"].append(float(clip_fraction(ratio, clip_low, clip_high)))
+                logs["approx_kl"].append(float(step.approx_kl.detach()))
+                logs["clip_fraction"].append(float(clip_fraction(step.ratio, clip_low, clip_high)))
                 logs["grad_norm"].append(float(grad_norm))
                 for key, value in terms.items():  # losses, kl_ref (when beta > 0), extra terms; entropy logged below
                     if key != "entropy":
@@ -496,22 +485,27 @@ class GRPO(BaseAlgorithm):
             epochs_done += 1
 
         self._n_updates += 1
-        self._after_update(logs)
-        for key, values in logs.items():
-            if values:
-                self.logger.record(f"train/{key}", float(np.mean(values)))
-        self.logger.record("train/entropy_loss", -float(entropy.detach()))  # SB3's key and sign
-        self.logger.record("train/std", float(th.exp(self.policy.log_std.detach()).mean()))
-        self.logger.record("train/learning_rate", lr)
-        self.logger.record("train/beta", self.beta)
-        self.logger.record("train/clip_range", clip_low)
-        self.logger.record("train/epochs_completed", epochs_done)
-        self.logger.record("train/early_stop", int(early_stop))
-        self.logger.record("train/rollback", int(rolled_back))
+        self._adapt_beta(logs)
+        record = {f"train/{key}": float(np.mean(values)) for key, values in logs.items() if values}
+        record.update(
+            {
+                "train/entropy_loss": -float(entropy.detach()),  # SB3's key and sign
+                "train/std": float(th.exp(self.policy.log_std.detach()).mean()),
+                "train/learning_rate": lr,
+                "train/beta": self.beta,
+                "train/clip_range": clip_low,
+                "train/epochs_completed": epochs_done,
+                "train/early_stop": int(early_stop),
+                "train/rollback": int(rolled_back),
+            }
+        )
+        for key, value in record.items():
+            self.logger.record(key, value)
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        return record
 
-    def _after_update(self, logs: dict[str, list[float]]) -> None:
-        """Adapt beta toward target_kl and refresh the reference policy."""
+    def _adapt_beta(self, logs: dict[str, list[float]]) -> None:
+        """Adaptive beta: x2 when kl_ref is above target_kl * 1.5, /2 when below target_kl / 1.5."""
         if self.adaptive_beta and logs.get("kl_ref"):
             assert self.target_kl is not None
             kl_ref = float(np.mean(logs["kl_ref"]))
@@ -519,8 +513,6 @@ class GRPO(BaseAlgorithm):
                 self.beta *= ADAPTIVE_BETA_STEP
             elif kl_ref < self.target_kl / ADAPTIVE_BETA_TOLERANCE:
                 self.beta /= ADAPTIVE_BETA_STEP
-        if self.ref_update_interval > 0 and self._n_updates % self.ref_update_interval == 0:
-            self.ref_policy.load_state_dict(self.policy.state_dict())
 
     # Loop -------------------------------------------------------------------------------------------------
     def dump_logs(self, iteration: int = 0) -> None:

@@ -15,6 +15,16 @@ from typing import Any
 import torch as th
 from torch import nn
 
+NONFINITE_FOLDER = "nonfinite_snapshots"  # default snapshot folder, under the run's log folder or the cwd
+
+
+def nonfinite_dir(snapshot_dir: str | None, log_folder: str | None) -> str:
+    """Where a snapshot goes: ``snapshot_dir`` if given, else ``<log_folder>/nonfinite_snapshots``, else
+    ``nonfinite_snapshots`` in the working directory at the time of the failure (resolved when called)."""
+    if snapshot_dir is not None:
+        return snapshot_dir
+    return os.path.join(log_folder or os.getcwd(), NONFINITE_FOLDER)
+
 
 class NonFiniteError(FloatingPointError):
     """A loss term or gradient became NaN or inf during a GRPO update."""

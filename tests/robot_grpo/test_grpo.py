@@ -252,3 +252,25 @@ def test_learns_delayed_fetch_reach_k2():
             obs, _, _, infos = eval_env.step(model.predict(obs, deterministic=True)[0])
         rates.append(float(np.mean([info["is_success"] for info in infos])))
     assert rates[-1] >= 0.9, rates
+
+
+def test_train_on_samples_is_one_update_with_terms_for_that_update_only():
+    class Pull:
+        name = "pull"
+
+        def __call__(self, policy):
+            return (policy.log_std - 1.0).square().sum()
+
+    model = small_model()
+    ref_before = {k: v.clone() for k, v in model.ref_policy.state_dict().items()}
+    rows = model.rollout_samples()  # one group rollout, no update
+    assert model.num_timesteps == G * N_GROUPS * EP_STEPS and model._n_updates == 0
+    before = params(model)
+    logged = model.train_on_samples(rows, extra_loss_terms=[Pull()])
+    assert "train/extra/pull" in logged and model._n_updates == 1
+    assert any(not th.equal(v, before[k]) for k, v in params(model).items())
+    assert model.extra_loss_terms == []  # the term was for that update only
+    for key, value in model.ref_policy.state_dict().items():  # the rows carry their own reference log-probs
+        assert th.equal(value, ref_before[key]), key
+    with pytest.raises(ValueError, match="name"):
+        model.train_on_samples(rows, extra_loss_terms=[lambda policy: policy.log_std.sum()])
