@@ -20,7 +20,13 @@ import yaml
 from launch.schema import Field, LaunchError, Section, validate
 
 JOBS = ("train", "eval", "export", "run", "calibrate", "finetune", "demo")
-ENV_IDS = ("DelayedFetchReach-v0", "PointReach-v0")
+ENV_IDS = (
+    "DelayedFetchReach-v0",
+    "PointReach-v0",
+    "DelayedFetchPush-v0",
+    "DelayedFetchPickAndPlace-v0",
+    "DelayedFetchSlide-v0",
+)
 BACKENDS = ("ort-cpu", "ort-cuda", "ort-trt", "tensorrt")
 VARIANTS = ("fp32", "fp16", "int8", "engine")
 DEFAULT_PACKAGE = "models/default"
