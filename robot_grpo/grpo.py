@@ -25,14 +25,24 @@ from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedul
 from stable_baselines3.common.utils import safe_mean
 from stable_baselines3.common.vec_env import VecEnv
 
-from robot_grpo.advantages import ADVANTAGE_SCALES
+from robot_grpo.arguments import check_grpo_arguments, check_loss_terms
 from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer, minibatches
 from robot_grpo.env_originals import EnvOriginals
 from robot_grpo.group_reset import check_snapshot_support, episode_length, group_reset
 from robot_grpo.losses import ExtraLossTerm, clip_fraction, grpo_loss
 from robot_grpo.policies import GoalGaussianPolicy, flatten_obs_np
-from robot_grpo.schedules import make_schedule
-from robot_grpo.stability import LastGood, NonFiniteError, first_nonfinite, first_nonfinite_grad, nonfinite_dir
+from robot_grpo.schedules import log_std_bound, make_schedule
+from robot_grpo.stability import (
+    KL_EARLY_STOP,
+    KL_ROLLBACK,
+    LastGood,
+    NonFiniteError,
+    adapted_beta,
+    first_nonfinite,
+    first_nonfinite_grad,
+    kl_verdict,
+    nonfinite_dir,
+)
 from robot_grpo.stability import write_nonfinite_snapshot as _write_snapshot
 
 SelfGRPO = TypeVar("SelfGRPO", bound="GRPO")
@@ -42,11 +52,7 @@ DEFAULT_GROUP_SIZE = 8  # members per group (G)
 # (median 7,200 vs 9,600 and 11,200 over 10 seeds; see benchmarks/learning.py).
 DEFAULT_N_GROUPS = 6
 DEFAULT_N_ENVS = DEFAULT_GROUP_SIZE * DEFAULT_N_GROUPS  # the envs that the defaults need
-EARLY_STOP_KL_FACTOR = 1.5  # stop the update when approx KL > 1.5 x target_kl
-ROLLBACK_KL_FACTOR = 2.0  # restore the last good weights and halve the lr when approx KL > 2 x target_kl
-ROLLBACK_LR_FACTOR = 0.5
-ADAPTIVE_BETA_TOLERANCE = 1.5  # adapt beta when kl_ref leaves [target / 1.5, target * 1.5]
-ADAPTIVE_BETA_STEP = 2.0
+ROLLBACK_LR_FACTOR = 0.5  # after a KL rollback (stability.kl_verdict) the lr is halved
 RUN_PATHS = ("tensorboard_log", "snapshot_dir")  # where this process writes: never saved in a checkpoint
 
 
@@ -73,6 +79,11 @@ class GRPO(BaseAlgorithm):
     :param gamma: discount of the returns-to-go.
     :param clip_range: lower clip epsilon of the ratio (float or schedule, e.g. a linear decay).
     :param clip_range_high: upper clip epsilon (DAPO-style asymmetric clip); None uses ``clip_range``.
+    :param max_log_std: upper bound of the policy's log-std, applied after every update: a float, a schedule, or
+        ``[start, end]`` (linear over training, as a launch file writes it); None leaves the learned log-std free.
+        Hindsight with achieved goals does not penalize action noise (a member's own end point is its goal, however
+        noisy its path), so on precision tasks the learned std hardly shrinks and the deterministic policy settles
+        ~1 cm off the goal (2 cm reach, std 0.6); a falling bound brings the precision back.
     :param beta: coefficient of the k3 KL to the reference policy.
     :param adaptive_beta: adapt ``beta`` (x2 or /2) after each update to keep kl_ref near ``target_kl``.
     :param target_kl: approx-KL budget per update; None turns off early stop, rollback and adaptive beta.
@@ -122,6 +133,7 @@ class GRPO(BaseAlgorithm):
         gamma: float = 0.98,
         clip_range: float | Schedule = 0.2,
         clip_range_high: float | Schedule | None = None,
+        max_log_std: float | Sequence[float] | Schedule | None = None,
         beta: float = 0.0,
         adaptive_beta: bool = False,
         target_kl: float | None = None,
@@ -166,6 +178,7 @@ class GRPO(BaseAlgorithm):
         self.gamma = gamma
         self.clip_range = clip_range
         self.clip_range_high = clip_range_high
+        self.max_log_std = max_log_std
         self.beta = beta
         self.adaptive_beta = adaptive_beta
         self.target_kl = target_kl
@@ -186,42 +199,24 @@ class GRPO(BaseAlgorithm):
 
     # Setup ------------------------------------------------------------------------------------------------
     def _check_args(self) -> None:
-        if self.group_size < 2:
-            raise ValueError(f"group_size must be >= 2 (the group is the baseline), got {self.group_size}")
-        if self.n_groups < 1:
-            raise ValueError(f"n_groups must be >= 1, got {self.n_groups}")
         if self.env is not None:
             check_snapshot_support(self.env)
-        if self.env is not None and self.n_envs != self.group_size * self.n_groups:
-            raise ValueError(
-                f"the env has {self.n_envs} envs but group_size * n_groups = {self.group_size * self.n_groups}; "
-                f"build it with make_vec_env(env_id, n_envs={self.group_size * self.n_groups}) or change n_groups"
-            )
-        if self.n_epochs < 1:
-            raise ValueError(f"n_epochs must be >= 1, got {self.n_epochs}")
-        if self.batch_size < 2:
-            raise ValueError(f"batch_size must be >= 2 rows, got {self.batch_size}")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
-        if self.scale_advantages not in ADVANTAGE_SCALES:
-            raise ValueError(f"scale_advantages must be one of {ADVANTAGE_SCALES}, got {self.scale_advantages!r}")
-        if self.beta < 0 or self.ent_coef < 0:
-            raise ValueError(f"beta and ent_coef must be >= 0, got beta={self.beta}, ent_coef={self.ent_coef}")
-        if self.target_kl is not None and self.target_kl <= 0:
-            raise ValueError(f"target_kl must be > 0 or None (off), got {self.target_kl}")
-        if self.adaptive_beta and (self.target_kl is None or self.beta <= 0):
-            raise ValueError("adaptive_beta needs a target_kl and an initial beta > 0 (e.g. beta=0.01)")
-        if self.max_grad_norm <= 0:
-            raise ValueError(f"max_grad_norm must be > 0, got {self.max_grad_norm}")
-        if self.ref_update_interval < 0:
-            raise ValueError(f"ref_update_interval must be >= 0 (0 = never refresh), got {self.ref_update_interval}")
-        self._check_loss_terms(self.extra_loss_terms)
-
-    @staticmethod
-    def _check_loss_terms(terms: Sequence[Any]) -> None:
-        for term in terms:
-            if not callable(term) or not isinstance(getattr(term, "name", None), str):
-                raise ValueError(f"extra loss term {term!r} needs a str `name` and `__call__(policy) -> tensor`")
+        check_grpo_arguments(
+            group_size=self.group_size,
+            n_groups=self.n_groups,
+            n_envs=None if self.env is None else self.n_envs,
+            n_epochs=self.n_epochs,
+            batch_size=self.batch_size,
+            gamma=self.gamma,
+            scale_advantages=self.scale_advantages,
+            beta=self.beta,
+            ent_coef=self.ent_coef,
+            target_kl=self.target_kl,
+            adaptive_beta=self.adaptive_beta,
+            max_grad_norm=self.max_grad_norm,
+            ref_update_interval=self.ref_update_interval,
+            extra_loss_terms=self.extra_loss_terms,
+        )
 
     def _setup_model(self) -> None:
         self._check_args()
@@ -237,6 +232,7 @@ class GRPO(BaseAlgorithm):
         self.clip_range_schedule = make_schedule(self.clip_range)
         high = self.clip_range if self.clip_range_high is None else self.clip_range_high
         self.clip_range_high_schedule = make_schedule(high)
+        self.max_log_std_schedule = None if self.max_log_std is None else log_std_bound(self.max_log_std)
 
         self.policy = self.policy_class(
             self.observation_space, self.action_space, self.lr_schedule, **self.policy_kwargs
@@ -386,6 +382,9 @@ class GRPO(BaseAlgorithm):
     def train(self) -> None:
         """One update on the last rollout's rows; the reference policy is refreshed every ``ref_update_interval``."""
         self._update(self.rollout_buffer.samples, self.extra_loss_terms, self._th_gen)
+        if self.max_log_std_schedule is not None:
+            with th.no_grad():
+                self.policy.log_std.clamp_(max=self.max_log_std_schedule(self._current_progress_remaining))
         if self.ref_update_interval > 0 and self._n_updates % self.ref_update_interval == 0:
             self.reset_reference()
 
@@ -410,7 +409,7 @@ class GRPO(BaseAlgorithm):
         :return: the update's ``train/...`` values (also recorded in the logger).
         """
         terms = list(extra_loss_terms)
-        self._check_loss_terms(terms)
+        check_loss_terms(terms)
         if getattr(self, "_logger", None) is None:  # no learn() yet: record into a logger that writes nothing
             self.set_logger(Logger(folder=None, output_formats=[]))
         return self._update(samples, terms, self._th_gen if generator is None else generator)
@@ -449,19 +448,17 @@ class GRPO(BaseAlgorithm):
             for batch in minibatches(rows, self.batch_size, generator):
                 step = grpo_loss(self.policy, batch, clip_low, clip_high, self.beta, self.ent_coef, extra_loss_terms)
                 entropy = step.terms["entropy"]
-                if self.target_kl is not None:
-                    kl = float(step.approx_kl.detach())
-                    if kl > ROLLBACK_KL_FACTOR * self.target_kl:
-                        last_good.restore(self.policy, self.policy.optimizer)
-                        self._lr_factor *= ROLLBACK_LR_FACTOR
-                        lr = self._set_lr()
-                        rolled_back = True
-                        if self.verbose >= 1:
-                            print(f"GRPO: approx KL {kl:.4f} > {ROLLBACK_KL_FACTOR} x target; rolled back, lr={lr:.2e}")
-                        break
-                    if kl > EARLY_STOP_KL_FACTOR * self.target_kl:
-                        early_stop = True
-                        break
+                verdict = kl_verdict(float(step.approx_kl.detach()), self.target_kl)
+                if verdict == KL_ROLLBACK:  # restore the last good weights, halve the lr, end the update
+                    last_good.restore(self.policy, self.policy.optimizer)
+                    self._lr_factor *= ROLLBACK_LR_FACTOR
+                    lr, rolled_back = self._set_lr(), True
+                    if self.verbose >= 1:
+                        print(f"GRPO: approx KL {float(step.approx_kl):.4f} > target; rolled back, lr={lr:.2e}")
+                    break
+                if verdict == KL_EARLY_STOP:
+                    early_stop = True
+                    break
                 terms = step.terms
                 bad = first_nonfinite(terms)
                 if bad is not None:
@@ -485,7 +482,9 @@ class GRPO(BaseAlgorithm):
             epochs_done += 1
 
         self._n_updates += 1
-        self._adapt_beta(logs)
+        if self.adaptive_beta and logs.get("kl_ref"):
+            assert self.target_kl is not None
+            self.beta = adapted_beta(self.beta, float(np.mean(logs["kl_ref"])), self.target_kl)
         record = {f"train/{key}": float(np.mean(values)) for key, values in logs.items() if values}
         record.update(
             {
@@ -503,16 +502,6 @@ class GRPO(BaseAlgorithm):
             self.logger.record(key, value)
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         return record
-
-    def _adapt_beta(self, logs: dict[str, list[float]]) -> None:
-        """Adaptive beta: x2 when kl_ref is above target_kl * 1.5, /2 when below target_kl / 1.5."""
-        if self.adaptive_beta and logs.get("kl_ref"):
-            assert self.target_kl is not None
-            kl_ref = float(np.mean(logs["kl_ref"]))
-            if kl_ref > ADAPTIVE_BETA_TOLERANCE * self.target_kl:
-                self.beta *= ADAPTIVE_BETA_STEP
-            elif kl_ref < self.target_kl / ADAPTIVE_BETA_TOLERANCE:
-                self.beta /= ADAPTIVE_BETA_STEP
 
     # Loop -------------------------------------------------------------------------------------------------
     def dump_logs(self, iteration: int = 0) -> None:

@@ -274,3 +274,28 @@ def test_train_on_samples_is_one_update_with_terms_for_that_update_only():
         assert th.equal(value, ref_before[key]), key
     with pytest.raises(ValueError, match="name"):
         model.train_on_samples(rows, extra_loss_terms=[lambda policy: policy.log_std.sum()])
+
+
+def test_max_log_std_bounds_the_learned_noise_on_a_linear_schedule():
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Watch(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def _on_rollout_start(self):
+            self.seen.append(float(self.model.policy.log_std.max()))
+
+        def _on_step(self):
+            return True
+
+    # budget of 2 updates, start -0.4 (above the -0.5 init), end -1.0: after update 1 (progress remaining 0.5) the
+    # bound is -0.7, after update 2 (progress 0) it is -1.0
+    model, watch = small_model(max_log_std=[-0.4, -1.0]), Watch()
+    model.learn(2 * G * N_GROUPS * EP_STEPS, callback=watch)
+    assert watch.seen[0] == pytest.approx(-0.5)  # the init is below the start of the bound: untouched
+    assert watch.seen[1] == pytest.approx(-0.7)
+    assert float(model.policy.log_std.max()) == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match=r"\[start, end\]"):
+        small_model(max_log_std=[-0.5, -1.0, -2.0])
