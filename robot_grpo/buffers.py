@@ -29,6 +29,7 @@ from robot_grpo.hindsight import (
     importance_weights,
     relabel_rewards,
     sample_group_goals,
+    start_satisfied,
 )
 from robot_grpo.policies import GoalGaussianPolicy, flat_obs_dim
 
@@ -87,7 +88,7 @@ def score_log_prob(policy: GoalGaussianPolicy, obs: np.ndarray, actions: np.ndar
     for start in range(0, len(obs), LOG_PROB_CHUNK):
         stop = start + LOG_PROB_CHUNK
         o = th.as_tensor(obs[start:stop], device=device)
-        a = th.as_tensor(actions[start:stop], device=device)
+        a = th.tensor(actions[start:stop], device=device)  # a copy: the rows may be a read-only broadcast
         out[start:stop] = policy.log_prob(o, a).cpu().numpy()
     return out
 
@@ -184,6 +185,18 @@ class GroupRolloutBuffer:
         del policy, compute_reward, rng, normalize_obs
         return None
 
+    def _original_goal_mask(self, compute_reward: ComputeReward | None) -> np.ndarray:
+        """Which (step, group) cells of the original-goal rows train, ``[1, T, n_groups, 1]``: all of them here."""
+        del compute_reward
+        return np.ones((1, self.n_steps, self.n_groups, 1), dtype=bool)
+
+    def _start_goals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each group's achieved goal before its first action and its original goal, ``[n_groups, d]`` each
+        (achieved_goal and desired_goal are the last two blocks of the flat observation; members share both)."""
+        D, d = self.obs_dim, self.goal_dim
+        first = self._grouped(self.observations)[0, :, 0]
+        return first[:, D - 2 * d : D - d], first[:, D - d :]
+
     @staticmethod
     def _policy_inputs(obs: np.ndarray, normalize_obs: NormalizeObs | None) -> np.ndarray:
         """Stored observations [..., D] -> policy inputs of the same shape (identity without a normalizer)."""
@@ -220,7 +233,7 @@ class GroupRolloutBuffer:
         rewards = self._grouped(self.rewards)[None]
         old_lp = self._grouped(self.log_prob)[None]
         weights = np.ones_like(rewards)
-        mask = np.ones((1, T, self.n_groups, 1), dtype=bool)
+        mask = self._original_goal_mask(compute_reward)
         observations = own_obs[None]
         if copies is not None:
             rewards = np.concatenate([rewards, copies.rewards])
@@ -258,11 +271,14 @@ class GroupRolloutBuffer:
             w = weights[1:][np.broadcast_to(mask[1:], weights[1:].shape)]
             k_idx, g_idx = np.indices(copies.horizon.shape)
             last_reward = copies.rewards[k_idx, copies.horizon, g_idx]  # [K, n_groups, G]
+            kept = copies.mask[:, 0, :, 0]  # [K, n_groups]: relabelled goals in use (step 0 is always in range)
+            success = (last_reward >= SPARSE_SUCCESS_REWARD)[kept]
             stats.update(
                 {
                     "hindsight/weight_mean": float(w.mean()) if w.size else 0.0,
-                    "hindsight/relabelled_success": float((last_reward >= SPARSE_SUCCESS_REWARD).mean()),
+                    "hindsight/relabelled_success": float(success.mean()) if success.size else 0.0,
                     "hindsight/zero_std_groups": float(adv.zero_std_groups[1:].mean()),
+                    "hindsight/kept_goals": float(kept.mean()),
                 }
             )
         return stats
@@ -295,6 +311,7 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
     :param is_correction: weight relabelled samples by pi_old(a|s,g')/pi_old(a|s,g) (False: weight 1).
     :param is_clip: truncation of the weights.
     :param is_self_normalize: self-normalize the weights per time step.
+    :param skip_start_goals: drop relabelled goals that the group's start already satisfies (object tasks).
     """
 
     def __init__(
@@ -305,6 +322,7 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
         is_correction: bool = True,
         is_clip: float = 1.0,
         is_self_normalize: bool = False,
+        skip_start_goals: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -313,7 +331,19 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
                 "HindsightGroupBuffer needs a Dict goal observation space with 'desired_goal'; "
                 "use rollout_buffer_class=GroupRolloutBuffer for other envs"
             )
-        self.hindsight = HindsightConfig(hindsight_strategy, n_sampled_goal, is_correction, is_clip, is_self_normalize)
+        self.hindsight = HindsightConfig(
+            hindsight_strategy, n_sampled_goal, is_correction, is_clip, is_self_normalize, skip_start_goals
+        )
+
+    def _original_goal_mask(self, compute_reward: ComputeReward | None) -> np.ndarray:
+        """With ``skip_start_goals`` a group whose own goal is satisfied at the start does not train on it either:
+        leaving the object alone is all it can teach, and that spreads to objects that should be pushed."""
+        mask = super()._original_goal_mask(compute_reward)
+        if self.hindsight.skip_start_goals and compute_reward is not None:
+            start, goal = self._start_goals()
+            trivial = start_satisfied(compute_reward, start, goal[None], SPARSE_SUCCESS_REWARD)[0]  # [n_groups]
+            mask = mask & ~trivial[None, None, :, None]
+        return mask
 
     def _relabel(
         self,
@@ -331,6 +361,10 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
         goals, horizon = sample_group_goals(achieved, cfg.strategy, K, rng)
         rewards = relabel_rewards(compute_reward, achieved, goals)
         mask = (np.arange(T)[None, :, None] <= horizon[:, None, :])[..., None]  # [K, T, n_groups, 1]
+        if cfg.skip_start_goals:
+            start, _ = self._start_goals()
+            trivial = start_satisfied(compute_reward, start, goals, SPARSE_SUCCESS_REWARD)
+            mask = mask & ~trivial[:, None, :, None]
 
         obs = np.broadcast_to(self._grouped(self.observations)[None], (K, T, self.n_groups, self.group_size, D)).copy()
         obs[..., D - d :] = goals[:, None, :, None, :]  # desired_goal is the last block of the flat observation

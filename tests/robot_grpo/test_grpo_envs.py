@@ -52,3 +52,18 @@ def test_grpo_trains_on_a_box_mujoco_env():
     model = GRPO("MlpPolicy", env, seed=0, **TINY)
     assert isinstance(model.rollout_buffer, GroupRolloutBuffer)  # no goals: plain GRPO
     trains(model)
+
+
+def test_the_readme_recipe_for_your_own_mujoco_robot():
+    """README, "bringing your own MuJoCo robot": wrap (delay inside, snapshots outside), register, train."""
+
+    def make_my_arm(delay: int = 2, episode_steps: int = EPISODE_STEPS):
+        env = gym.make("FetchReach-v4", max_episode_steps=episode_steps)  # stands in for the user's MuJoCo env
+        return envs.with_snapshots(envs.ActionDelay(env, delay=delay))
+
+    if "DelayedMyArmReach-v0" not in gym.registry:
+        gym.register("DelayedMyArmReach-v0", entry_point=make_my_arm)
+    env = make_vec_env("DelayedMyArmReach-v0", n_envs=G * N_GROUPS, seed=0)
+    model = GRPO("MultiInputPolicy", env, seed=0, **TINY)
+    assert model.observation_space["observation"].shape == (10 + 2 * 4,)  # FetchReach's 10 + 2 commands in flight
+    trains(model)
