@@ -1,31 +1,34 @@
-"""Learning benchmark on DelayedFetchReach (k=2): GRPO + hindsight vs SB3 SAC + HerReplayBuffer vs SB3 PPO.
+"""Learning benchmark: GRPO + hindsight vs SB3 SAC + HER on three delayed Fetch tasks, side by side.
 
-Side by side in one run on this machine, one fresh process per (variant, seed) so that each run's peak memory
-(ru_maxrss) is its own. Every variant is evaluated on the same 30 fixed episodes (a 30-env eval VecEnv
-re-seeded with ``EVAL_SEED`` before each evaluation), deterministic actions, success = ``is_success`` at the
-last step. A run stops at its first evaluation with >= 95% success (or at its budget) and reports the env steps
-and the wall seconds to get there (training only, and with the evaluations included).
+Tasks (``--task``):
 
-Variants:
+- ``easy``: DelayedFetchReach-v0, delay 2, 5 cm (the robot task); target 95%;
+- ``hard``: DelayedFetchReach-v0, delay drawn per episode in 1..3, 2 cm; target 95% within 40k env steps;
+- ``push``: DelayedFetchPush-v0, delay 2; target 90% within 1M env steps and 45 minutes per seed.
 
-- ``grpo``: ``GRPO("MultiInputPolicy", env)`` with its defaults (G=8, 6 groups, "final" hindsight, 8 goals,
-  truncated IS weights), evaluated after every update (2,400 env steps);
-- ``grpo_2threads``: the same, its envs stepped on 2 threads (``ThreadedVecEnv``; MuJoCo releases the GIL): what
-  GRPO gets from this machine's second core, which the 1-env SAC+HER cannot use (torch stays at 1 thread);
-- ``grpo_no_hindsight``: ``rollout_buffer_class=GroupRolloutBuffer`` (plain GRPO, the ablation);
-- ``grpo_no_is``: hindsight without the importance-weight correction (``is_correction=False``);
-- ``grpo_hard``: defaults on a harder task (delay drawn per episode in 1..3, distance_threshold 0.02 m);
-- ``sac_her``: SB3 SAC + HerReplayBuffer with rl-zoo3's FetchReach hyperparameters (future strategy, 4 goals,
-  lr 1e-3, batch 256, gamma 0.95, 64x64 net with one critic, learning_starts 1000, observation normalization);
-  zoo's TimeFeatureWrapper is left out (sb3_contrib is not a dependency), rewards are not normalized;
-- ``sac_her_hard``: the same SAC + HER on the harder task;
-- ``ppo``: SB3 PPO, 8 envs, n_steps 256, gamma 0.98 (otherwise SB3 defaults).
+GRPO runs with the hyperparameters of the task's launch file (``launch/train_fetch_reach.yaml``: the defaults,
+``launch/train_hard_reach.yaml``, ``launch/train_delayed_push.yaml``): the benchmark measures what
+``robot-grpo train`` runs. SAC + HER runs with rl-zoo3's settings for the task (``SAC_SETTINGS``); on ``push`` it
+gets the same wall-clock per seed as GRPO (``--sac-wall-s``, default: the GRPO run's training seconds for that
+seed when it ran in the same invocation, else 45 minutes).
 
-    .venv/bin/python benchmarks/learning.py                          # the full comparison (about an hour here)
-    .venv/bin/python benchmarks/learning.py --variants grpo sac_her --seeds-ours 3 --seeds-baselines 1 \\
-        --budget-sac 30000                                            # a reduced run
+Seeds: ``--tuned-seeds`` (the ones looked at while choosing the settings) and ``--unseen-seeds`` (never looked at
+before the final run) are reported in separate rows. Every (variant, seed) runs in a fresh process, so each peak
+RSS (ru_maxrss) is its own. Every evaluation runs the same 50 fixed episodes (a 50-env eval VecEnv re-seeded with
+``EVAL_SEED``), deterministic actions, success = ``is_success`` at the last step; a run stops at its first
+evaluation at or above the target, or at its budget. Training seconds exclude the evaluations.
 
-Writes benchmarks/results/learning.json, learning.md and learning.png.
+Variants: ``grpo`` (DummyVecEnv, one torch thread), ``grpo_2threads`` (the same training, envs stepped on 2
+threads: bit-identical, what GRPO gets from the second core), ``grpo_no_hindsight`` and ``grpo_no_is``
+(ablations), ``sac_her``.
+
+    .venv/bin/python benchmarks/learning.py --task easy
+    .venv/bin/python benchmarks/learning.py --task hard --variants grpo sac_her --tuned-seeds 0 1 --unseen-seeds
+    .venv/bin/python benchmarks/learning.py --task push --variants grpo --tuned-seeds 0 --unseen-seeds 1000 1001
+
+Writes benchmarks/results/learning_<task>.json, .md and .png (success against env steps and against training
+seconds, one line per run); ``--resummarize`` rewrites the table and figure from the JSON (``--merge`` adds runs
+from other JSON files of the same task, e.g. the seeds of a long benchmark run one by one).
 """
 
 from __future__ import annotations
@@ -38,85 +41,135 @@ import resource
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ENV_ID = "DelayedFetchReach-v0"
-EVAL_EPISODES = 30
+EVAL_EPISODES = 50
 EVAL_SEED = 123_456
-EPISODE_STEPS = 50
-SUCCESS_TARGET = 0.95
-GRPO_VARIANTS = ("grpo", "grpo_2threads", "grpo_no_hindsight", "grpo_no_is", "grpo_hard")
-ALL_VARIANTS = (*GRPO_VARIANTS, "sac_her", "sac_her_hard", "ppo")
-HARD_ENV_KWARGS = {"delay_range": (1, 3), "distance_threshold": 0.02}
-PPO_ENVS = 8
-PPO_STEPS_PER_ENV = 256
+GRPO_VARIANTS = ("grpo", "grpo_2threads", "grpo_no_hindsight", "grpo_no_is")
+ALL_VARIANTS = (*GRPO_VARIANTS, "sac_her")
+SECONDS_PER_MINUTE = 60.0
+DEFAULT_SAC_WALL_S = 45 * SECONDS_PER_MINUTE
+MIB = 1024.0  # ru_maxrss is in KiB on Linux
 
 
-def env_kwargs_for(variant: str) -> dict[str, Any]:
-    return dict(HARD_ENV_KWARGS) if variant.endswith("_hard") else {"delay": 2}
+@dataclass(frozen=True)
+class Task:
+    """One benchmark task: its env, GRPO launch file, budgets, target and evaluation cadence."""
+
+    env_id: str
+    env_kwargs: dict[str, Any]
+    launch_file: str  # GRPO hyperparameters (train.hyperparameters)
+    target: float
+    budget: int  # env steps per run (GRPO and SAC alike, unless SAC runs out of wall-clock first)
+    sac: str  # key of SAC_SETTINGS
+    eval_every: dict[str, int] = field(default_factory=dict)  # env steps between evaluations, per algorithm
 
 
-def build_model(variant: str, seed: int) -> Any:
+TASKS = {
+    "easy": Task("DelayedFetchReach-v0", {"delay": 2}, "train_fetch_reach.yaml", 0.95, 32_000, "reach", {"sac": 1_000}),
+    "hard": Task(
+        "DelayedFetchReach-v0",
+        {"delay_range": (1, 3), "distance_threshold": 0.02},
+        "train_hard_reach.yaml",
+        0.95,
+        40_000,
+        "reach",
+        {"sac": 1_000},
+    ),
+    "push": Task(
+        "DelayedFetchPush-v0", {"delay": 2}, "train_delayed_push.yaml", 0.90, 1_000_000, "push", {"grpo": 20_000}
+    ),
+}
+
+# rl-zoo3 (hyperparams/her.yml, tqc.yml): FetchReach with SAC; FetchPush with TQC, here with SAC's twin critics
+# (sb3-contrib, TQC's home, is not a dependency). zoo's TimeFeatureWrapper is left out; observations are
+# normalized with VecNormalize, rewards are not.
+SAC_SETTINGS: dict[str, dict[str, Any]] = {
+    "reach": {
+        "replay_buffer_kwargs": {"goal_selection_strategy": "future", "n_sampled_goal": 4},
+        "buffer_size": 1_000_000,
+        "ent_coef": "auto",
+        "batch_size": 256,
+        "gamma": 0.95,
+        "learning_rate": 1e-3,
+        "learning_starts": 1000,
+        "policy_kwargs": {"net_arch": [64, 64], "n_critics": 1},
+    },
+    "push": {
+        "replay_buffer_kwargs": {"goal_selection_strategy": "future", "n_sampled_goal": 4},
+        "buffer_size": 1_000_000,
+        "ent_coef": "auto",
+        "batch_size": 2048,
+        "gamma": 0.95,
+        "learning_rate": 1e-3,
+        "tau": 0.05,
+        "learning_starts": 1000,
+        "policy_kwargs": {"net_arch": [512, 512, 512], "n_critics": 2},
+    },
+}
+
+
+def grpo_hyperparameters(task: Task) -> dict[str, Any]:
+    """The GRPO constructor arguments of the task's launch file (empty = the defaults)."""
+    data = yaml.safe_load((ROOT / "launch" / task.launch_file).read_text())
+    return dict(data["train"].get("hyperparameters") or {})
+
+
+def build_model(task: Task, variant: str, seed: int) -> Any:
     """The model of one variant, with its training VecEnv."""
-    from stable_baselines3 import PPO, SAC, HerReplayBuffer
+    from stable_baselines3 import SAC, HerReplayBuffer
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from robot_grpo import DEFAULT_N_ENVS, GRPO, GroupRolloutBuffer
+    from robot_grpo import GRPO, GroupRolloutBuffer
+    from robot_grpo.grpo import DEFAULT_GROUP_SIZE, DEFAULT_N_GROUPS
     from robot_grpo.threaded_vec_env import ThreadedVecEnv
 
-    kwargs = env_kwargs_for(variant)
     if variant.startswith("grpo"):
+        hyper = grpo_hyperparameters(task)
+        n_envs = int(hyper.get("group_size", DEFAULT_GROUP_SIZE)) * int(hyper.get("n_groups", DEFAULT_N_GROUPS))
         threads = {"vec_env_cls": ThreadedVecEnv, "vec_env_kwargs": {"n_threads": 2}} if "2threads" in variant else {}
-        env = make_vec_env(ENV_ID, n_envs=DEFAULT_N_ENVS, seed=seed, env_kwargs=kwargs, **threads)
-        extra: dict[str, Any] = {}
+        env = make_vec_env(task.env_id, n_envs=n_envs, seed=seed, env_kwargs=task.env_kwargs, **threads)
         if variant == "grpo_no_hindsight":
-            extra["rollout_buffer_class"] = GroupRolloutBuffer
+            hyper["rollout_buffer_class"] = GroupRolloutBuffer
         if variant == "grpo_no_is":
-            extra["rollout_buffer_kwargs"] = {"is_correction": False}
-        return GRPO("MultiInputPolicy", env, seed=seed, **extra)
-    if variant.startswith("sac_her"):
-        env = VecNormalize(make_vec_env(ENV_ID, n_envs=1, seed=seed, env_kwargs=kwargs), norm_reward=False)
-        return SAC(
-            "MultiInputPolicy",
-            env,
-            replay_buffer_class=HerReplayBuffer,
-            replay_buffer_kwargs={"goal_selection_strategy": "future", "n_sampled_goal": 4},
-            buffer_size=1_000_000,
-            ent_coef="auto",
-            batch_size=256,
-            gamma=0.95,
-            learning_rate=1e-3,
-            learning_starts=1000,
-            policy_kwargs={"net_arch": [64, 64], "n_critics": 1},
-            seed=seed,
-        )
-    if variant == "ppo":
-        env = make_vec_env(ENV_ID, n_envs=PPO_ENVS, seed=seed, env_kwargs=kwargs)
-        return PPO("MultiInputPolicy", env, n_steps=PPO_STEPS_PER_ENV, batch_size=256, gamma=0.98, seed=seed)
+            hyper["rollout_buffer_kwargs"] = {**hyper.get("rollout_buffer_kwargs", {}), "is_correction": False}
+        return GRPO("MultiInputPolicy", env, seed=seed, **hyper)
+    if variant == "sac_her":
+        single = make_vec_env(task.env_id, n_envs=1, seed=seed, env_kwargs=task.env_kwargs)
+        env = VecNormalize(single, norm_reward=False)
+        return SAC("MultiInputPolicy", env, replay_buffer_class=HerReplayBuffer, seed=seed, **SAC_SETTINGS[task.sac])
     raise ValueError(f"unknown variant {variant!r}; choose from {ALL_VARIANTS}")
 
 
-def run_one(variant: str, seed: int, budget: int, eval_every: int, threads: int) -> dict[str, Any]:
-    """Train one (variant, seed) until >= 95% success or the budget; returns the curve and the figures."""
+def run_one(task_name: str, variant: str, seed: int, budget: int, eval_every: int, wall_s: float | None) -> dict:
+    """Train one (variant, seed) until the target, the budget or ``wall_s`` training seconds; returns the curve."""
     import torch as th
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
     import envs  # noqa: F401  (registers the ids)
 
-    th.set_num_threads(threads)
-    model = build_model(variant, seed)
-    eval_env = make_vec_env(ENV_ID, n_envs=EVAL_EPISODES, seed=EVAL_SEED, env_kwargs=env_kwargs_for(variant))
+    th.set_num_threads(1)
+    task = TASKS[task_name]
+    model = build_model(task, variant, seed)
+    eval_env = make_vec_env(task.env_id, n_envs=EVAL_EPISODES, seed=EVAL_SEED, env_kwargs=task.env_kwargs)
+    episode_steps = int(eval_env.get_attr("spec")[0].max_episode_steps or eval_env.get_attr("max_episode_steps")[0])
     normalizer = model.get_vec_normalize_env()
     curve: list[dict[str, float]] = []
     clock = {"start": time.perf_counter(), "eval": 0.0}
+
+    def train_seconds() -> float:
+        return time.perf_counter() - clock["start"] - clock["eval"]
 
     def evaluate() -> float:
         t0 = time.perf_counter()
@@ -125,40 +178,46 @@ def run_one(variant: str, seed: int, budget: int, eval_every: int, threads: int)
         eval_env.seed(EVAL_SEED)
         obs = eval_env.reset()
         infos: list[dict[str, Any]] = []
-        for _ in range(EPISODE_STEPS):
+        for _ in range(episode_steps):
             model_obs = normalizer.normalize_obs(obs) if normalizer is not None else obs
             obs, _, _, infos = eval_env.step(model.predict(model_obs, deterministic=True)[0])
         if normalizer is not None:
             normalizer.training = True
         success = float(np.mean([info["is_success"] for info in infos]))
         clock["eval"] += time.perf_counter() - t0
-        total = time.perf_counter() - clock["start"]
         curve.append(
-            {"steps": model.num_timesteps, "success": success, "train_s": total - clock["eval"], "total_s": total}
+            {
+                "steps": model.num_timesteps,
+                "success": success,
+                "train_s": train_seconds(),
+                "total_s": time.perf_counter() - clock["start"],
+            }
         )
         return success
 
     class EvalEvery(BaseCallback):
-        """Evaluate when a rollout starts after ``eval_every`` more env steps (GRPO: after each update)."""
+        """Evaluate when a rollout starts after ``eval_every`` more env steps; stop at the target or wall_s."""
 
         def __init__(self) -> None:
             super().__init__()
-            self.next_eval, self.reached = eval_every, False
+            self.next_eval, self.reached, self.out_of_time = eval_every, False, False
 
         def _on_rollout_start(self) -> None:
             if self.model.num_timesteps >= self.next_eval and not self.reached:
                 self.next_eval = self.model.num_timesteps + eval_every
-                self.reached = evaluate() >= SUCCESS_TARGET
+                self.reached = evaluate() >= task.target
 
         def _on_step(self) -> bool:
-            return not self.reached
+            self.out_of_time = wall_s is not None and train_seconds() >= wall_s
+            return not (self.reached or self.out_of_time)
 
     callback = EvalEvery()
     model.learn(budget, callback=callback)
     if not callback.reached:
         evaluate()
-    hit = next((p for p in curve if p["success"] >= SUCCESS_TARGET), None)
+    hit = next((p for p in curve if p["success"] >= task.target), None)
     return {
+        "task": task_name,
         "variant": variant,
         "seed": seed,
         "curve": curve,
@@ -167,10 +226,13 @@ def run_one(variant: str, seed: int, budget: int, eval_every: int, threads: int)
         "train_s_to_target": hit["train_s"] if hit else None,
         "total_s_to_target": hit["total_s"] if hit else None,
         "final_success": curve[-1]["success"],
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "best_success": max(p["success"] for p in curve),
+        "stopped_by_wall_clock": callback.out_of_time,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / MIB,
     }
 
 
+# Summary ------------------------------------------------------------------------------------------------------
 def _summary(values: list[float]) -> str:
     if not values:
         return "-"
@@ -181,157 +243,183 @@ def _fraction(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
-def summarize(runs: list[dict[str, Any]], variants: list[str]) -> tuple[list[dict[str, Any]], str]:
-    """Per-variant rows (median, min, max over seeds of the runs that reached the target) and a markdown table."""
+def summarize(runs: list[dict[str, Any]], tuned: set[int]) -> tuple[list[dict[str, Any]], str]:
+    """Rows per (variant, seed set): medians over the seeds that reached the target; markdown table."""
     rows = []
     lines = [
-        f"| variant | seeds reaching {SUCCESS_TARGET:.0%} | env steps | train s | s incl. eval | final success "
-        "| most env steps run | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|",
+        "| variant | seeds | reaching target | env steps | train s | s incl. eval | final success | best success "
+        "| median final, all seeds | most env steps run | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for variant in variants:
-        mine = [r for r in runs if r["variant"] == variant]
-        if not mine:
-            continue
-        ok = [r for r in mine if r["reached"]]
-        row = {
-            "variant": variant,
-            "seeds": len(mine),
-            "reached": len(ok),
-            "steps": [r["steps_to_target"] for r in ok],
-            "train_s": [r["train_s_to_target"] for r in ok],
-            "total_s": [r["total_s_to_target"] for r in ok],
-            "final_success": [r["final_success"] for r in mine],
-            "peak_rss_mib": max(r["peak_rss_mib"] for r in mine),
-            "budget_steps": max(r["curve"][-1]["steps"] for r in mine),
-        }
-        rows.append(row)
-        lines.append(
-            f"| {variant} | {len(ok)}/{len(mine)} | {_summary(row['steps'])} | {_summary(row['train_s'])} | "
-            f"{_summary(row['total_s'])} | {_fraction(row['final_success'])} | {row['budget_steps']} | "
-            f"{row['peak_rss_mib']:.0f} |"
-        )
+    for variant in ALL_VARIANTS:
+        for seed_set in ("tuned", "unseen"):
+            mine = [r for r in runs if r["variant"] == variant and (r["seed"] in tuned) == (seed_set == "tuned")]
+            if not mine:
+                continue
+            ok = [r for r in mine if r["reached"]]
+            # a run that stopped at the target counts as at least the target from there on
+            finals = [r["final_success"] for r in mine]
+            row = {
+                "variant": variant,
+                "seed_set": seed_set,
+                "seeds": sorted(r["seed"] for r in mine),
+                "reached": len(ok),
+                "steps": [r["steps_to_target"] for r in ok],
+                "train_s": [r["train_s_to_target"] for r in ok],
+                "total_s": [r["total_s_to_target"] for r in ok],
+                "final_success": finals,
+                "best_success": [r["best_success"] for r in mine],
+                "peak_rss_mib": max(r["peak_rss_mib"] for r in mine),
+                "budget_steps": max(r["curve"][-1]["steps"] for r in mine),
+            }
+            rows.append(row)
+            lines.append(
+                f"| {variant} | {seed_set} {row['seeds']} | {len(ok)}/{len(mine)} | {_summary(row['steps'])} | "
+                f"{_summary(row['train_s'])} | {_summary(row['total_s'])} | {_fraction(finals)} | "
+                f"{_fraction(row['best_success'])} | {statistics.median(finals):.2f} | {row['budget_steps']} | "
+                f"{row['peak_rss_mib']:.0f} |"
+            )
     note = (
-        "Figures: median (min-max) over the seeds that reached the target; '-' = none reached it. "
-        "Final success: median (min-max) over all seeds at the run's last evaluation (a run stops at its first "
-        f"evaluation >= {SUCCESS_TARGET:.0%})."
+        "Figures: median (min-max) over the seeds that reached the target; '-' = none reached it. Final and best "
+        "success: over all seeds of the row, at the run's last and best evaluation (a run stops at its first "
+        "evaluation at or above the target)."
     )
     return rows, "\n".join([*lines, "", note, *ratio_lines(rows)])
 
 
 def ratio_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """GRPO vs SAC+HER on the k=2 task, medians of the seeds that reached the target (empty if either has none)."""
-    by_name = {row["variant"]: row for row in rows}
-    ours, peer = by_name.get("grpo"), by_name.get("sac_her")
-    if not ours or not peer or not ours["steps"] or not peer["steps"]:
-        return []
-    steps = statistics.median(ours["steps"]) / statistics.median(peer["steps"])
-    wall = statistics.median(peer["train_s"]) / statistics.median(ours["train_s"])
-    lines = [
-        "",
-        f"GRPO vs SAC+HER (medians): {steps:.2f}x the env steps; SAC+HER takes {wall:.1f}x GRPO's training seconds.",
-    ]
-    threaded = by_name.get("grpo_2threads")
-    if threaded and threaded["train_s"]:
-        ratio = statistics.median(peer["train_s"]) / statistics.median(threaded["train_s"])
-        lines.append(f"With GRPO's envs on 2 threads: SAC+HER takes {ratio:.1f}x GRPO's training seconds.")
-    return lines
+    """GRPO vs SAC+HER per seed set, medians of the seeds that reached the target (when both have some)."""
+    lines = []
+    for seed_set in ("tuned", "unseen"):
+        by_name = {row["variant"]: row for row in rows if row["seed_set"] == seed_set}
+        peer = by_name.get("sac_her")
+        for name in ("grpo", "grpo_2threads"):
+            ours = by_name.get(name)
+            if not ours or not peer or not ours["steps"] or not peer["steps"]:
+                continue
+            steps = statistics.median(ours["steps"]) / statistics.median(peer["steps"])
+            wall = statistics.median(peer["train_s"]) / statistics.median(ours["train_s"])
+            lines.append(
+                f"{name} vs sac_her ({seed_set} seeds, medians): {steps:.2f}x the env steps; SAC+HER takes "
+                f"{wall:.1f}x {name}'s training seconds."
+            )
+    return ["", *lines] if lines else []
 
 
-def plot(runs: list[dict[str, Any]], variants: list[str], path: Path) -> None:
+def plot(runs: list[dict[str, Any]], tuned: set[int], title: str, path: Path) -> None:
+    """Success against env steps and against training seconds, one line per run (dashed: unseen seeds)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    variants = [v for v in ALL_VARIANTS if any(r["variant"] == v for r in runs)]
     for i, variant in enumerate(variants):
-        color = f"C{i}"
-        for j, run in enumerate(r for r in runs if r["variant"] == variant):
-            steps = [p["steps"] for p in run["curve"]]
-            ax.plot(
-                steps, [p["success"] for p in run["curve"]], color=color, alpha=0.7, label=variant if j == 0 else None
-            )
-    ax.axhline(SUCCESS_TARGET, color="grey", linestyle="--", linewidth=1)
-    ax.set_xlabel("env steps")
-    ax.set_ylabel(f"deterministic success ({EVAL_EPISODES} fixed episodes)")
-    ax.set_title(f"{ENV_ID}: one line per seed")
-    ax.legend()
+        labelled = False
+        for run in (r for r in runs if r["variant"] == variant):
+            style = "-" if run["seed"] in tuned else "--"
+            label = None if labelled else variant
+            labelled = True
+            success = [p["success"] for p in run["curve"]]
+            axes[0].plot([p["steps"] for p in run["curve"]], success, style, color=f"C{i}", alpha=0.75, label=label)
+            axes[1].plot([p["train_s"] for p in run["curve"]], success, style, color=f"C{i}", alpha=0.75)
+    target = TASKS[runs[0]["task"]].target
+    for ax, xlabel in zip(axes, ("env steps", "training seconds (evaluations excluded)"), strict=True):
+        ax.axhline(target, color="grey", linestyle=":", linewidth=1)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"deterministic success ({EVAL_EPISODES} fixed episodes)")
+        ax.set_ylim(-0.02, 1.02)
+    axes[1].set_xscale("log")
+    axes[0].legend(loc="lower right")
+    fig.suptitle(f"{title}: one line per seed (solid: tuned seeds, dashed: unseen seeds)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(task_name: str, runs: list[dict[str, Any]], meta: dict[str, Any], name: str) -> str:
+    tuned = set(meta["tuned_seeds"])
+    rows, table = summarize(runs, tuned)
+    task = TASKS[task_name]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps({"meta": meta, "summary": rows, "runs": runs}, indent=1))
+    title = f"{task.env_id} {task.env_kwargs}"
+    header = (
+        f"# Learning benchmark ({task_name}): {title}\n\nTarget {task.target:.0%} deterministic success over "
+        f"{EVAL_EPISODES} fixed episodes; budget {task.budget} env steps. GRPO settings: launch/{task.launch_file}.\n\n"
+        f"Commands: {'; '.join(f'`{c}`' for c in meta['commands'])}\n\n"
+    )
+    (RESULTS / f"{name}.md").write_text(header + table + "\n")
+    plot(runs, tuned, f"{task_name}: {title}", RESULTS / f"{name}.png")
+    return table
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variants", nargs="+", default=list(ALL_VARIANTS), choices=ALL_VARIANTS)
-    parser.add_argument("--seeds-ours", type=int, default=5, help="seeds of the default GRPO variant")
-    parser.add_argument("--seeds-ablations", type=int, default=3, help="seeds per GRPO ablation and per hard variant")
-    parser.add_argument("--seeds-baselines", type=int, default=3, help="seeds for SAC+HER and PPO on the k=2 task")
-    parser.add_argument("--budget-ours", type=int, default=32_000, help="env steps per GRPO run")
-    parser.add_argument("--budget-sac", type=int, default=30_000, help="env steps per SAC+HER run")
-    parser.add_argument("--budget-hard", type=int, default=64_000, help="env steps per run on the harder task")
-    parser.add_argument("--budget-ppo", type=int, default=100_000, help="env steps per PPO run")
-    parser.add_argument("--eval-every-sac", type=int, default=1_000, help="env steps between SAC+HER evaluations")
-    parser.add_argument("--eval-every-ppo", type=int, default=PPO_ENVS * PPO_STEPS_PER_ENV)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads per run (all variants alike)")
-    parser.add_argument("--name", default="learning", help="output file stem in benchmarks/results/")
+    parser.add_argument("--task", choices=sorted(TASKS), required=True)
+    parser.add_argument("--variants", nargs="+", default=["grpo", "grpo_2threads", "sac_her"], choices=ALL_VARIANTS)
+    parser.add_argument("--tuned-seeds", nargs="*", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--unseen-seeds", nargs="*", type=int, default=[1000, 1001, 1002, 1003, 1004])
+    parser.add_argument("--budget", type=int, help="env steps per run (default: the task's)")
+    parser.add_argument("--eval-every", type=int, help="env steps between evaluations (default: every GRPO update)")
+    parser.add_argument("--sac-wall-s", type=float, help="SAC's training seconds per seed (push default: GRPO's)")
+    parser.add_argument("--name", help="output file stem in benchmarks/results/ (default learning_<task>)")
     parser.add_argument("--resummarize", action="store_true", help="rewrite the table and plot from the JSON")
+    parser.add_argument("--merge", nargs="*", default=[], help="JSON results of the same task to add (--resummarize)")
     args = parser.parse_args()
+    task = TASKS[args.task]
+    name = args.name or f"learning_{args.task}"
     if args.resummarize:
-        saved = json.loads((RESULTS / f"{args.name}.json").read_text())
-        variants = [v for v in ALL_VARIANTS if any(r["variant"] == v for r in saved["runs"])]
-        rows, table = summarize(saved["runs"], variants)
-        saved["summary"] = rows
-        (RESULTS / f"{args.name}.json").write_text(json.dumps(saved, indent=1))
-        command = " ".join(["benchmarks/learning.py", *(saved["meta"].get("argv") or [])])
-        header = f"# Learning benchmark: {ENV_ID}\n\nCommand: `{command}`\n\n"
-        (RESULTS / f"{args.name}.md").write_text(header + table + "\n")
-        plot(saved["runs"], variants, RESULTS / f"{args.name}.png")
-        print(table)
+        saved = json.loads((RESULTS / f"{name}.json").read_text())
+        for extra in args.merge:
+            other = json.loads(Path(extra).read_text())
+            saved["runs"] += other["runs"]
+            saved["meta"]["commands"] += other["meta"]["commands"]
+            saved["meta"]["tuned_seeds"] = sorted(set(saved["meta"]["tuned_seeds"]) | set(other["meta"]["tuned_seeds"]))
+        print(write_outputs(args.task, saved["runs"], saved["meta"], name))
         return
 
-    from robot_grpo import DEFAULT_N_ENVS  # one GRPO update = one episode in each of its envs
+    from robot_grpo.grpo import DEFAULT_GROUP_SIZE, DEFAULT_N_GROUPS
 
-    jobs = []
-    for variant in args.variants:
-        if variant.startswith("grpo"):
-            n_seeds = args.seeds_ours if variant in ("grpo", "grpo_2threads") else args.seeds_ablations
-            budget = args.budget_hard if variant.endswith("_hard") else args.budget_ours
-            jobs += [(variant, s, budget, DEFAULT_N_ENVS * EPISODE_STEPS) for s in range(n_seeds)]
-        elif variant.startswith("sac_her"):
-            budget = args.budget_hard if variant.endswith("_hard") else args.budget_sac
-            n_seeds = args.seeds_ablations if variant.endswith("_hard") else args.seeds_baselines
-            jobs += [(variant, s, budget, args.eval_every_sac) for s in range(n_seeds)]
-        else:
-            jobs += [(variant, s, args.budget_ppo, args.eval_every_ppo) for s in range(args.seeds_baselines)]
-    runs = []
+    hyper = grpo_hyperparameters(task)
+    update_steps = int(hyper.get("group_size", DEFAULT_GROUP_SIZE)) * int(hyper.get("n_groups", DEFAULT_N_GROUPS)) * 50
+    runs: list[dict[str, Any]] = []
+    grpo_train_s: dict[int, float] = {}
     ctx = mp.get_context("spawn")
-    for variant, seed, budget, eval_every in jobs:
+    for variant, seed in [(v, s) for v in args.variants for s in [*args.tuned_seeds, *args.unseen_seeds]]:
+        algo = "sac" if variant == "sac_her" else "grpo"
+        eval_every = args.eval_every or task.eval_every.get(algo, update_steps)
+        wall_s = None
+        if variant == "sac_her" and args.task == "push":
+            wall_s = args.sac_wall_s or grpo_train_s.get(seed, DEFAULT_SAC_WALL_S)
+        elif variant == "sac_her" and args.sac_wall_s:
+            wall_s = args.sac_wall_s
         with ctx.Pool(1, maxtasksperchild=1) as pool:
-            run = pool.apply(run_one, (variant, seed, budget, eval_every, args.threads))
+            run = pool.apply(run_one, (args.task, variant, seed, args.budget or task.budget, eval_every, wall_s))
         runs.append(run)
+        if variant == "grpo":
+            grpo_train_s[seed] = run["curve"][-1]["train_s"]
         print(
-            f"{variant:18s} seed {seed}: reached={run['reached']} steps={run['steps_to_target']} "
-            f"train_s={run['train_s_to_target']} final={run['final_success']:.2f}",
+            f"{args.task} {variant:18s} seed {seed}: reached={run['reached']} steps={run['steps_to_target']} "
+            f"train_s={run['train_s_to_target']} final={run['final_success']:.2f} rss={run['peak_rss_mib']:.0f}MiB",
             flush=True,
         )
-    rows, table = summarize(runs, args.variants)
-    RESULTS.mkdir(parents=True, exist_ok=True)
     meta = {
-        "env": ENV_ID,
+        "task": args.task,
+        "env_id": task.env_id,
+        "env_kwargs": task.env_kwargs,
+        "grpo_hyperparameters": hyper,
+        "sac_settings": SAC_SETTINGS[task.sac],
         "eval_episodes": EVAL_EPISODES,
-        "target": SUCCESS_TARGET,
+        "target": task.target,
+        "tuned_seeds": args.tuned_seeds,
+        "unseen_seeds": args.unseen_seeds,
         "machine": platform.platform(),
         "python": platform.python_version(),
-        "args": vars(args),
-        "argv": sys.argv[1:],
-        "peak_rss_mib_parent": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "commands": [" ".join(["benchmarks/learning.py", *sys.argv[1:]])],
     }
-    (RESULTS / f"{args.name}.json").write_text(json.dumps({"meta": meta, "summary": rows, "runs": runs}, indent=1))
-    header = f"# Learning benchmark: {ENV_ID}\n\nCommand: `{' '.join(sys.argv)}`\n\n"
-    (RESULTS / f"{args.name}.md").write_text(header + table + "\n")
-    plot(runs, args.variants, RESULTS / f"{args.name}.png")
-    print(table)
+    print(write_outputs(args.task, runs, meta, name))
 
 
 if __name__ == "__main__":

@@ -1,12 +1,23 @@
-"""Simulation: delayed-action FetchReach (MuJoCo) and a tiny numpy point-mass goal env, same contract.
+"""Simulation: snapshots and actuation delay for any MuJoCo gymnasium env, the delayed Fetch tasks, a numpy goal env.
 
 Importing this package registers the ids with gymnasium (MuJoCo is only imported when a Fetch env is made):
 
-- ``DelayedFetchReach-v0``: FetchReach-v4 with the calibration file's delay (default k=2);
+- ``DelayedFetchReach-v0``: FetchReach-v4 with the calibration file's delay (default k=2), the robot task;
+- ``DelayedFetchPush-v0``, ``DelayedFetchPickAndPlace-v0``, ``DelayedFetchSlide-v0``: the other Fetch tasks with
+  the generic delay wrapper (default k=2) and snapshots (``envs.delayed_fetch``);
 - ``PointReach-v0``: the numpy point mass (default delay 1).
+
+Bring your own MuJoCo env: ``with_snapshots(ActionDelay(env, delay=2))`` (or ``with_snapshots(env)`` without delay)
+gives it the snapshot API GRPO's group resets need; both names are importable from here.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from gymnasium.envs.registration import register, registry
+
+from envs.delayed_fetch import register_delayed_fetch_tasks
 
 try:  # gymnasium-robotics prints a notice about its Adroit envs on import (every process); we use only Fetch
     import farama_notifications
@@ -19,3 +30,16 @@ if "DelayedFetchReach-v0" not in registry:
     register(id="DelayedFetchReach-v0", entry_point="envs.delayed_fetch_reach:DelayedFetchReachEnv")
 if "PointReach-v0" not in registry:
     register(id="PointReach-v0", entry_point="envs.point_reach:PointReachEnv")
+register_delayed_fetch_tasks()
+
+_LAZY = {"with_snapshots": "envs.snapshots", "SnapshotWrapper": "envs.snapshots", "ActionDelay": "envs.action_delay"}
+__all__ = ["ActionDelay", "SnapshotWrapper", "with_snapshots"]
+
+
+def __getattr__(name: str) -> Any:
+    """``envs.with_snapshots`` etc. without importing MuJoCo on ``import envs``."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'envs' has no attribute {name!r}")

@@ -22,7 +22,13 @@ from deploy.robot_spec import SAFE_NAME
 from launch.schema import Field, LaunchError, Section, validate
 
 JOBS = ("train", "eval", "export", "run", "calibrate", "finetune", "demo", "population")
-ENV_IDS = ("DelayedFetchReach-v0", "PointReach-v0")
+ENV_IDS = (
+    "DelayedFetchReach-v0",
+    "PointReach-v0",
+    "DelayedFetchPush-v0",
+    "DelayedFetchPickAndPlace-v0",
+    "DelayedFetchSlide-v0",
+)
 BACKENDS = ("ort-cpu", "ort-cuda", "ort-trt", "tensorrt")
 VARIANTS = ("fp32", "fp16", "int8", "engine")
 SCALE_BACKENDS = ("threaded", "ray")

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
+from deploy.contract import ObservationContract
 from deploy.export.rollouts import ActFn, closed_loop_success, env_contract, make_env
 from launch.schema import LaunchError
 
@@ -41,7 +42,8 @@ class SuccessEvalCallback(BaseCallback):
     """Evaluate the deterministic policy on fixed seeded episodes after every update; stop at ``target``.
 
     The evaluation runs the policy's export module (the deterministic, clipped action that ships) through the
-    contract's flat observation, as on the robot. Records (env steps, success, wall seconds) for the curve.
+    contract's flat observation, as on the robot; a task without a contract (DelayedFetchPush-v0, ...) is run with
+    ``model.predict(deterministic=True)``. Records (env steps, success, wall seconds) for the curve.
 
     :param env_id: registered env id.
     :param env_kwargs: env constructor arguments (same condition as training).
@@ -59,7 +61,7 @@ class SuccessEvalCallback(BaseCallback):
         self._t0 = time.perf_counter()
 
     def evaluate(self) -> float:
-        success = float(closed_loop_success(self.env, shipped_action(self.model), self.seeds).mean())
+        success = deterministic_success(self.env, self.model, self.seeds)
         self.curve.append(
             {"steps": int(self.num_timesteps), "success": success, "wall_s": time.perf_counter() - self._t0}
         )
@@ -85,6 +87,21 @@ class SuccessEvalCallback(BaseCallback):
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.curve, indent=2))
+
+
+def deterministic_success(env: Any, model: Any, seeds: list[int]) -> float:
+    """Share of seeded episodes with ``is_success`` at the end, deterministic actions (see SuccessEvalCallback)."""
+    if isinstance(getattr(env.unwrapped, "contract", None), ObservationContract):
+        return float(closed_loop_success(env, shipped_action(model), seeds).mean())
+    successes = []
+    for seed in seeds:
+        obs, _ = env.reset(seed=int(seed))
+        done, info = False, {}
+        while not done:
+            obs, _, terminated, truncated, info = env.step(model.predict(obs, deterministic=True)[0])
+            done = terminated or truncated
+        successes.append(bool(info.get("is_success", False)))
+    return float(np.mean(successes))
 
 
 def shipped_action(model: Any) -> ActFn:

@@ -1,7 +1,8 @@
 """robot_grpo: GRPO with hindsight relabelling for goal-conditioned control (torch + stable-baselines3).
 
-Works on any gymnasium goal env that offers ``env.unwrapped.snapshot()`` and ``reset(options={"snapshot": s})``;
-imports neither ``envs`` nor ``deploy``.
+Works on any gymnasium env (goal envs get hindsight) that offers ``snapshot()`` (on the env or a wrapper) and
+``reset(options={"snapshot": s})``; the simulation package's ``envs.with_snapshots`` gives any MuJoCo env both.
+Imports neither ``envs`` nor ``deploy``.
 """
 
 from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer

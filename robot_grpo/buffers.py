@@ -7,11 +7,15 @@ algorithm; :class:`GroupRolloutBuffer` is plain GRPO (the "no hindsight" ablatio
 After :meth:`GroupRolloutBuffer.compute`, the buffer holds one flat training set: the original-goal samples
 (weight 1) plus any relabelled copies (weighted), each row with its collecting-policy log-prob, its
 reference-policy log-prob and its advantage. :meth:`GroupRolloutBuffer.get` yields shuffled minibatches.
+
+Observations and achieved goals are stored as the env returned them *before* any VecNormalize (SB3's
+HerReplayBuffer keeps the original observations too): hindsight relabels with goals in the env's own units and
+``compute_reward`` sees them unchanged; ``compute(normalize_obs=...)`` maps the rows into what the policy sees.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,6 +29,7 @@ from robot_grpo.hindsight import (
     importance_weights,
     relabel_rewards,
     sample_group_goals,
+    start_satisfied,
 )
 from robot_grpo.policies import GoalGaussianPolicy, flat_obs_dim
 
@@ -32,12 +37,13 @@ SPARSE_SUCCESS_REWARD = 0.0  # gymnasium-robotics sparse convention: 0 at the go
 LOG_PROB_CHUNK = 8192  # rows per no-grad forward pass when scoring the whole batch
 
 ComputeReward = Callable[[np.ndarray, np.ndarray, Any], np.ndarray]
+NormalizeObs = Callable[[np.ndarray], np.ndarray]  # flat original observations [N, D] -> policy inputs [N, D]
 
 
 class GroupRolloutSamples(NamedTuple):
     """One minibatch of training rows (all tensors share the leading batch dimension B)."""
 
-    observations: th.Tensor  # [B, obs_dim] flat, OBS_KEYS order, unnormalized
+    observations: th.Tensor  # [B, obs_dim] flat, OBS_KEYS order, as the policy takes them (the policy normalizes)
     actions: th.Tensor  # [B, action_dim], as sampled (before clipping to the action space)
     old_log_prob: th.Tensor  # [B], log pi_old(a | s, g) under the (possibly relabelled) goal
     ref_log_prob: th.Tensor  # [B], log pi_ref(a | s, g)
@@ -56,6 +62,25 @@ class RelabelledCopies(NamedTuple):
     horizon: np.ndarray  # [K, n_groups] last valid step
 
 
+def minibatches(
+    rows: GroupRolloutSamples, batch_size: int | None = None, generator: th.Generator | None = None
+) -> Iterator[GroupRolloutSamples]:
+    """Shuffled minibatches of training rows (the last one may be smaller).
+
+    :param rows: the training rows.
+    :param batch_size: rows per minibatch (None: one batch).
+    :param generator: torch generator of the shuffle (None: torch's global RNG; GRPO always passes its own).
+    """
+    n_rows = len(rows.observations)
+    batch_size = n_rows if batch_size is None else batch_size
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1 row, got {batch_size}")
+    perm = th.randperm(n_rows, generator=generator, device=rows.observations.device)
+    for start in range(0, n_rows, batch_size):
+        idx = perm[start : start + batch_size]
+        yield GroupRolloutSamples(*(t[idx] for t in rows))
+
+
 @th.no_grad()
 def score_log_prob(policy: GoalGaussianPolicy, obs: np.ndarray, actions: np.ndarray, device: th.device) -> np.ndarray:
     """log pi(actions | obs) for flat arrays ``[N, obs_dim]``, ``[N, action_dim]`` (chunked, no grad) -> [N]."""
@@ -63,7 +88,7 @@ def score_log_prob(policy: GoalGaussianPolicy, obs: np.ndarray, actions: np.ndar
     for start in range(0, len(obs), LOG_PROB_CHUNK):
         stop = start + LOG_PROB_CHUNK
         o = th.as_tensor(obs[start:stop], device=device)
-        a = th.as_tensor(actions[start:stop], device=device)
+        a = th.tensor(actions[start:stop], device=device)  # a copy: the rows may be a read-only broadcast
         out[start:stop] = policy.log_prob(o, a).cpu().numpy()
     return out
 
@@ -150,39 +175,66 @@ class GroupRolloutBuffer:
         return x.reshape(self.n_steps, self.n_groups, self.group_size, *x.shape[2:])
 
     def _relabel(
-        self, policy: GoalGaussianPolicy, compute_reward: ComputeReward | None, rng: np.random.Generator
+        self,
+        policy: GoalGaussianPolicy,
+        compute_reward: ComputeReward | None,
+        rng: np.random.Generator,
+        normalize_obs: NormalizeObs | None,
     ) -> RelabelledCopies | None:
         """Hook for hindsight buffers; plain GRPO adds no copies."""
-        del policy, compute_reward, rng
+        del policy, compute_reward, rng, normalize_obs
         return None
+
+    def _original_goal_mask(self, compute_reward: ComputeReward | None) -> np.ndarray:
+        """Which (step, group) cells of the original-goal rows train, ``[1, T, n_groups, 1]``: all of them here."""
+        del compute_reward
+        return np.ones((1, self.n_steps, self.n_groups, 1), dtype=bool)
+
+    def _start_goals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each group's achieved goal before its first action and its original goal, ``[n_groups, d]`` each
+        (achieved_goal and desired_goal are the last two blocks of the flat observation; members share both)."""
+        D, d = self.obs_dim, self.goal_dim
+        first = self._grouped(self.observations)[0, :, 0]
+        return first[:, D - 2 * d : D - d], first[:, D - d :]
+
+    @staticmethod
+    def _policy_inputs(obs: np.ndarray, normalize_obs: NormalizeObs | None) -> np.ndarray:
+        """Stored observations [..., D] -> policy inputs of the same shape (identity without a normalizer)."""
+        if normalize_obs is None:
+            return obs
+        return np.asarray(normalize_obs(obs.reshape(-1, obs.shape[-1])), dtype=np.float32).reshape(obs.shape)
 
     def compute(
         self,
         policy: GoalGaussianPolicy,
-        ref_policy: GoalGaussianPolicy,
+        ref_policy: GoalGaussianPolicy | None,
         compute_reward: ComputeReward | None,
         rng: np.random.Generator,
+        normalize_obs: NormalizeObs | None = None,
     ) -> dict[str, float]:
         """Score the rollout (and its relabelled copies) and build the training rows; returns statistics.
 
         :param policy: the collecting policy (pi_old), its normalizer already updated with this rollout.
-        :param ref_policy: the reference policy of the KL term.
+        :param ref_policy: the reference policy of the KL term; None when the term is off (``beta == 0``): the
+            rows then carry ``ref_log_prob = 0``, which nothing reads.
         :param compute_reward: the env's vectorized ``compute_reward`` (used by hindsight buffers).
         :param rng: generator for goal sampling.
+        :param normalize_obs: maps stored (original) flat observations to policy inputs, e.g. with a
+            VecNormalize's statistics; None = the stored observations are the policy inputs.
         """
         if not self.full:
             raise ValueError(f"compute() needs a full rollout of {self.n_steps} steps, got {self.pos}")
         T, n, D, A = self.n_steps, self.n_envs, self.obs_dim, self.action_dim
-        flat_obs = self.observations.reshape(-1, D)
+        own_obs = self._policy_inputs(self.observations, normalize_obs)
         flat_act = self.actions.reshape(-1, A)
-        self.log_prob = score_log_prob(policy, flat_obs, flat_act, self.device).reshape(T, n)
-        copies = self._relabel(policy, compute_reward, rng)
+        self.log_prob = score_log_prob(policy, own_obs.reshape(-1, D), flat_act, self.device).reshape(T, n)
+        copies = self._relabel(policy, compute_reward, rng, normalize_obs)
 
         rewards = self._grouped(self.rewards)[None]
         old_lp = self._grouped(self.log_prob)[None]
         weights = np.ones_like(rewards)
-        mask = np.ones((1, T, self.n_groups, 1), dtype=bool)
-        observations = self.observations[None]
+        mask = self._original_goal_mask(compute_reward)
+        observations = own_obs[None]
         if copies is not None:
             rewards = np.concatenate([rewards, copies.rewards])
             old_lp = np.concatenate([old_lp, copies.old_log_prob])
@@ -195,7 +247,10 @@ class GroupRolloutBuffer:
         keep = np.broadcast_to(mask, rewards.shape).reshape(-1)
         obs_rows = observations.reshape(-1, D)[keep]
         act_rows = np.broadcast_to(self.actions[None], (K, T, n, A)).reshape(-1, A)[keep]
-        ref_lp = score_log_prob(ref_policy, obs_rows, act_rows, self.device)
+        if ref_policy is None:
+            ref_lp = np.zeros(len(obs_rows), dtype=np.float32)
+        else:
+            ref_lp = score_log_prob(ref_policy, obs_rows, act_rows, self.device)
 
         def to_t(x: np.ndarray) -> th.Tensor:
             return th.as_tensor(np.ascontiguousarray(x), dtype=th.float32, device=self.device)
@@ -209,7 +264,6 @@ class GroupRolloutBuffer:
             weights=to_t(weights.reshape(-1)[keep]),
         )
         stats = {
-            "rollout/ep_rew_mean": float(self.rewards.sum(0).mean()),
             "rollout/zero_std_groups": float(adv.zero_std_groups[0].mean()),
             "train/n_samples": float(len(obs_rows)),
         }
@@ -217,11 +271,14 @@ class GroupRolloutBuffer:
             w = weights[1:][np.broadcast_to(mask[1:], weights[1:].shape)]
             k_idx, g_idx = np.indices(copies.horizon.shape)
             last_reward = copies.rewards[k_idx, copies.horizon, g_idx]  # [K, n_groups, G]
+            kept = copies.mask[:, 0, :, 0]  # [K, n_groups]: relabelled goals in use (step 0 is always in range)
+            success = (last_reward >= SPARSE_SUCCESS_REWARD)[kept]
             stats.update(
                 {
                     "hindsight/weight_mean": float(w.mean()) if w.size else 0.0,
-                    "hindsight/relabelled_success": float((last_reward >= SPARSE_SUCCESS_REWARD).mean()),
+                    "hindsight/relabelled_success": float(success.mean()) if success.size else 0.0,
                     "hindsight/zero_std_groups": float(adv.zero_std_groups[1:].mean()),
+                    "hindsight/kept_goals": float(kept.mean()),
                 }
             )
         return stats
@@ -230,22 +287,18 @@ class GroupRolloutBuffer:
     def n_samples(self) -> int:
         return 0 if self._samples is None else len(self._samples.observations)
 
+    @property
+    def samples(self) -> GroupRolloutSamples:
+        """The training rows built by :meth:`compute` (what ``GRPO.train_on_samples`` takes)."""
+        if self._samples is None:
+            raise ValueError("call compute() first: the training rows are built from a full rollout")
+        return self._samples
+
     def get(
         self, batch_size: int | None = None, generator: th.Generator | None = None
-    ) -> Generator[GroupRolloutSamples, None, None]:
-        """Shuffled minibatches of the training rows (the last one may be smaller).
-
-        :param batch_size: rows per minibatch (None: one batch).
-        :param generator: torch generator of the shuffle (None: torch's global RNG).
-        """
-        if self._samples is None:
-            raise ValueError("call compute() before get(): the training rows are built from a full rollout")
-        n_rows = self.n_samples
-        batch_size = n_rows if batch_size is None else batch_size
-        perm = th.randperm(n_rows, generator=generator, device=self.device)
-        for start in range(0, n_rows, batch_size):
-            idx = perm[start : start + batch_size]
-            yield GroupRolloutSamples(*(t[idx] for t in self._samples))
+    ) -> Iterator[GroupRolloutSamples]:
+        """Shuffled minibatches of the training rows (see :func:`minibatches`)."""
+        return minibatches(self.samples, batch_size, generator)
 
 
 class HindsightGroupBuffer(GroupRolloutBuffer):
@@ -258,6 +311,7 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
     :param is_correction: weight relabelled samples by pi_old(a|s,g')/pi_old(a|s,g) (False: weight 1).
     :param is_clip: truncation of the weights.
     :param is_self_normalize: self-normalize the weights per time step.
+    :param skip_start_goals: drop relabelled goals that the group's start already satisfies (object tasks).
     """
 
     def __init__(
@@ -268,6 +322,7 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
         is_correction: bool = True,
         is_clip: float = 1.0,
         is_self_normalize: bool = False,
+        skip_start_goals: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -276,10 +331,26 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
                 "HindsightGroupBuffer needs a Dict goal observation space with 'desired_goal'; "
                 "use rollout_buffer_class=GroupRolloutBuffer for other envs"
             )
-        self.hindsight = HindsightConfig(hindsight_strategy, n_sampled_goal, is_correction, is_clip, is_self_normalize)
+        self.hindsight = HindsightConfig(
+            hindsight_strategy, n_sampled_goal, is_correction, is_clip, is_self_normalize, skip_start_goals
+        )
+
+    def _original_goal_mask(self, compute_reward: ComputeReward | None) -> np.ndarray:
+        """With ``skip_start_goals`` a group whose own goal is satisfied at the start does not train on it either:
+        leaving the object alone is all it can teach, and that spreads to objects that should be pushed."""
+        mask = super()._original_goal_mask(compute_reward)
+        if self.hindsight.skip_start_goals and compute_reward is not None:
+            start, goal = self._start_goals()
+            trivial = start_satisfied(compute_reward, start, goal[None], SPARSE_SUCCESS_REWARD)[0]  # [n_groups]
+            mask = mask & ~trivial[None, None, :, None]
+        return mask
 
     def _relabel(
-        self, policy: GoalGaussianPolicy, compute_reward: ComputeReward | None, rng: np.random.Generator
+        self,
+        policy: GoalGaussianPolicy,
+        compute_reward: ComputeReward | None,
+        rng: np.random.Generator,
+        normalize_obs: NormalizeObs | None,
     ) -> RelabelledCopies:
         if compute_reward is None:
             raise ValueError("hindsight relabelling needs the env's vectorized compute_reward")
@@ -290,10 +361,14 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
         goals, horizon = sample_group_goals(achieved, cfg.strategy, K, rng)
         rewards = relabel_rewards(compute_reward, achieved, goals)
         mask = (np.arange(T)[None, :, None] <= horizon[:, None, :])[..., None]  # [K, T, n_groups, 1]
+        if cfg.skip_start_goals:
+            start, _ = self._start_goals()
+            trivial = start_satisfied(compute_reward, start, goals, SPARSE_SUCCESS_REWARD)
+            mask = mask & ~trivial[:, None, :, None]
 
         obs = np.broadcast_to(self._grouped(self.observations)[None], (K, T, self.n_groups, self.group_size, D)).copy()
         obs[..., D - d :] = goals[:, None, :, None, :]  # desired_goal is the last block of the flat observation
-        obs = obs.reshape(K, T, n, D)
+        obs = self._policy_inputs(obs.reshape(K, T, n, D), normalize_obs)
         actions = np.broadcast_to(self.actions[None], (K, T, n, A)).reshape(-1, A)
         log_prob = score_log_prob(policy, obs.reshape(-1, D), actions, self.device).reshape(
             K, T, self.n_groups, self.group_size

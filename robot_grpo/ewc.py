@@ -18,19 +18,16 @@ Penalty (a pluggable loss term: GRPO adds ``term(policy)`` to its loss and logs 
 
     ewc(theta) = lambda / 2 * sum_i F_i (theta_i - theta*_i)^2
 
-Online EWC: after a fine-tuning round, ``consolidate`` sets F <- gamma * F_old + F_new and theta* <- theta.
-The state is saved to ``.npz`` (plain arrays, loaded with ``allow_pickle=False``): ``param/<param name>``
-(the anchor), ``fisher/<param name>``, ``meta/lambda``, ``meta/gamma``, ``meta/format_version``,
-``meta/consolidations`` - the same ``param/`` and ``fisher/`` keys ``PolicyPackage.load_ewc_anchor`` reads.
+Online EWC: after a fine-tuning round, ``consolidate`` sets F <- gamma * F_old + F_new and theta* <- theta, and
+counts the round. This module holds the state in memory only. Its file (a policy package's ``ewc.npz``) has one
+reader and writer, ``deploy.ewc_file`` (numpy only, so the robot reads it without torch): build
+``EWCPenalty(state.params, state.fisher, lam, gamma, state.consolidations)`` from what it reads, and write
+``anchor_arrays()`` with ``consolidations``.
 """
 
 from __future__ import annotations
 
-import io
-import os
-import tempfile
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,7 +35,6 @@ import torch
 from torch import nn
 from torch.func import functional_call, jacrev, vmap
 
-EWC_FORMAT_VERSION = 1
 # Defaults chosen with benchmarks/continual.py (benchmarks/results/continual*.md): on a drifted robot (delay 6 /
 # gain 1.5, and delay 3 / gain 1.8) lambda = 30 reached >= 0.93 success on the new condition from the third round
 # on while keeping >= 97% of the original success and causing no safety-filter interventions; lambda = 10 adapted
@@ -281,62 +277,9 @@ class EWCPenalty:
         self.anchor = params
         self.consolidations += 1
 
-    # Persistence (no pickle) ----------------------------------------------------------------------------------
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        arrays = {f"param/{k}": v.cpu().numpy() for k, v in self.anchor.items()}
-        arrays.update({f"fisher/{k}": v.cpu().numpy() for k, v in self.fisher.items()})
-        arrays["meta/lambda"] = np.array(self.lam)
-        arrays["meta/gamma"] = np.array(self.gamma)
-        arrays["meta/format_version"] = np.array(EWC_FORMAT_VERSION)
-        arrays["meta/consolidations"] = np.array(self.consolidations)
-        return arrays
-
-    def save(self, path: str | Path) -> Path:
-        """Write the state to ``path`` (.npz) atomically: a temp file in the same folder, fsync, rename."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(self.to_bytes())
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
-
-    @classmethod
-    def load(cls, path: str | Path, lam: float | None = None, gamma: float | None = None) -> EWCPenalty:
-        """Read a state written by ``save`` (or a policy package's ``ewc.npz``); ``lam`` / ``gamma`` override."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"EWC state {path} does not exist; export the policy with a Fisher first")
-        return cls.from_bytes(path.read_bytes(), lam, gamma, source=str(path))
-
-    @classmethod
-    def from_bytes(
-        cls, data: bytes, lam: float | None = None, gamma: float | None = None, source: str = "ewc.npz"
-    ) -> EWCPenalty:
-        """Read a state from ``.npz`` bytes (e.g. ``PolicyPackage.read_verified("ewc.npz")``, hash-checked)."""
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-        # The exporter's ewc.npz (deploy.export.EwcAnchor) holds only param/ and fisher/: format 1 without meta.
-        version = int(arrays.get("meta/format_version", np.array(EWC_FORMAT_VERSION)))
-        if version != EWC_FORMAT_VERSION:
-            raise ValueError(
-                f"{source}: EWC format_version {version} is not supported (this build reads {EWC_FORMAT_VERSION})"
-            )
-        anchor = {k[len("param/") :]: torch.from_numpy(v) for k, v in arrays.items() if k.startswith("param/")}
-        fisher = {k[len("fisher/") :]: torch.from_numpy(v) for k, v in arrays.items() if k.startswith("fisher/")}
-        return cls(
-            anchor,
-            fisher,
-            float(arrays.get("meta/lambda", DEFAULT_EWC_LAMBDA)) if lam is None else lam,
-            float(arrays.get("meta/gamma", DEFAULT_EWC_GAMMA)) if gamma is None else gamma,
-            int(arrays.get("meta/consolidations", 0)),
-        )
+    def with_strength(self, lam: float, gamma: float) -> EWCPenalty:
+        """A copy of this state (anchor, Fisher, consolidation count) with another lambda and gamma."""
+        return EWCPenalty(self.anchor, self.fisher, lam, gamma, self.consolidations)
 
     def anchor_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """(params, fisher) as numpy arrays, e.g. for ``deploy.export.exporter.EwcAnchor``."""
@@ -344,12 +287,6 @@ class EWCPenalty:
             {k: v.cpu().numpy() for k, v in self.anchor.items()},
             {k: v.cpu().numpy() for k, v in self.fisher.items()},
         )
-
-    def to_bytes(self) -> bytes:
-        """The ``.npz`` bytes of this state (what ``save`` writes)."""
-        buffer = io.BytesIO()
-        np.savez(buffer, **self.to_arrays())
-        return buffer.getvalue()
 
 
 def _snapshot(policy: nn.Module) -> dict[str, torch.Tensor]:

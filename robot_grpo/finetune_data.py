@@ -25,9 +25,9 @@ pi(a|s,g')/pi(a|s,g_i)); their original-goal rows are dropped because members ch
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch as th
@@ -228,13 +228,6 @@ class LogGroupBuffer(HindsightGroupBuffer):
         for t in range(self.n_steps):
             self.add(obs[t], actions[t], rewards[t], achieved[t])
 
-    @property
-    def samples(self) -> GroupRolloutSamples:
-        """The training rows built by ``compute``."""
-        if self._samples is None:
-            raise ValueError("call compute() first: the training rows are built from the filled buffer")
-        return self._samples
-
     def compute(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         stats = super().compute(*args, **kwargs)
         if self.hindsight_only and self._samples is not None:
@@ -244,24 +237,6 @@ class LogGroupBuffer(HindsightGroupBuffer):
         return stats
 
 
-class FinetuneSamples(NamedTuple):
-    """The training rows of every log buffer, concatenated; ``get`` yields shuffled minibatches like a buffer."""
-
-    rows: GroupRolloutSamples
-
-    @property
-    def n_samples(self) -> int:
-        return len(self.rows.observations)
-
-    def get(self, batch_size: int | None = None) -> Iterator[GroupRolloutSamples]:
-        n = self.n_samples
-        batch_size = n if batch_size is None else batch_size
-        perm = th.randperm(n, device=self.rows.observations.device)
-        for start in range(0, n, batch_size):
-            idx = perm[start : start + batch_size]
-            yield GroupRolloutSamples(*(t[idx] for t in self.rows))
-
-
 def build_finetune_samples(
     grouped: GroupedEpisodes,
     deployed: GoalGaussianPolicy,
@@ -269,8 +244,9 @@ def build_finetune_samples(
     rng: np.random.Generator,
     gamma: float = 0.98,
     hindsight_kwargs: dict[str, Any] | None = None,
-) -> tuple[FinetuneSamples, dict[str, float]]:
-    """Score the grouped episodes under the deployed policy (pi_old and the KL reference) and build the rows.
+) -> tuple[GroupRolloutSamples, dict[str, float]]:
+    """Score the grouped episodes under the deployed policy (pi_old and the KL reference) and build the rows
+    (what ``GRPO.train_on_samples`` takes).
 
     :param grouped: from :func:`group_by_target`.
     :param deployed: the policy that collected the logs (it is both pi_old and the reference policy).
@@ -311,53 +287,43 @@ def build_finetune_samples(
         parts.append(buffer.samples)
     rows = GroupRolloutSamples(*(th.cat(tensors) for tensors in zip(*parts, strict=True)))
     stats["finetune/n_samples"] = float(len(rows.observations))
-    return FinetuneSamples(rows), stats
+    return rows, stats
 
 
 # The fine-tuning driver ------------------------------------------------------------------------------------
 def finetune_on_samples(
     model: Any,
-    samples: FinetuneSamples,
+    samples: GroupRolloutSamples,
     n_updates: int,
     extra_loss_terms: Sequence[Any] = (),
     sim_every: int = 0,
+    generator: th.Generator | None = None,
 ) -> dict[str, float]:
-    """Run ``n_updates`` GRPO updates (``model.train()``, ``n_epochs`` each) on the logged rows.
+    """Run ``n_updates`` GRPO updates (``model.train_on_samples``, ``n_epochs`` passes each) on the logged rows.
 
     The rows were scored under the deployed policy, so the clipped ratio keeps every update within a trust
-    region of the deployed policy, and the deployed policy is the KL reference (the model's reference policy is
-    set to its current weights and never refreshed). ``extra_loss_terms`` (e.g. an EWC penalty) are added to the
-    loss for this call only.
+    region of the deployed policy, and the deployed policy is the KL reference: the model's reference policy is set
+    to its current weights once (``reset_reference``) and ``train_on_samples`` never refreshes it. Through the
+    model's public methods only: its buffer, loss terms and settings are left as they were.
 
     :param model: a :class:`robot_grpo.grpo.GRPO` holding the deployed policy's weights.
     :param samples: from :func:`build_finetune_samples`.
-    :param n_updates: number of ``train()`` calls over the rows.
-    :param extra_loss_terms: loss terms with ``name`` and ``__call__(policy)``.
-    :param sim_every: after every ``sim_every`` log updates also run one fresh sim group rollout and update
-        (the model's own env and buffer); 0 = logs only.
-    :return: the last values the model's logger recorded (train/..., including train/extra/<term name>).
+    :param n_updates: number of updates over the rows.
+    :param extra_loss_terms: loss terms with ``name`` and ``__call__(policy)`` (e.g. an EWC penalty), in every
+        update of this call, sim updates included.
+    :param sim_every: after every ``sim_every`` log updates also run one update on a fresh sim group rollout of the
+        model's own env (``model.rollout_samples()``); 0 = logs only.
+    :param generator: torch generator of the minibatch order (None: the model's own, seeded with its ``seed``).
+    :return: the last log update's ``train/...`` values (including ``train/extra/<term name>``).
     """
     if n_updates < 1:
         raise ValueError(f"n_updates must be >= 1, got {n_updates}")
     if sim_every < 0:
         raise ValueError(f"sim_every must be >= 0 (0 = logs only), got {sim_every}")
-    from stable_baselines3.common.logger import Logger
-
-    if getattr(model, "_logger", None) is None:
-        model.set_logger(Logger(folder=None, output_formats=[]))
-    model.ref_policy.load_state_dict(model.policy.state_dict())
-    saved = (model.rollout_buffer, model.extra_loss_terms, model.ref_update_interval)
-    model.extra_loss_terms = list(extra_loss_terms)
-    model.ref_update_interval = 0
+    model.reset_reference()
     last: dict[str, float] = {}
-    try:
-        for update in range(n_updates):
-            model.rollout_buffer = samples
-            model.train()
-            last = dict(model.logger.name_to_value)
-            if sim_every and (update + 1) % sim_every == 0:
-                model.rollout_buffer = saved[0]
-                model.learn(model.n_envs * model.n_steps, reset_num_timesteps=False)
-    finally:
-        model.rollout_buffer, model.extra_loss_terms, model.ref_update_interval = saved
+    for update in range(n_updates):
+        last = model.train_on_samples(samples, extra_loss_terms, generator)
+        if sim_every and (update + 1) % sim_every == 0:
+            model.train_on_samples(model.rollout_samples(), extra_loss_terms, generator)
     return last

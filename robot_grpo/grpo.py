@@ -8,10 +8,9 @@ per-decision importance weights (Rauber et al. 2019, "Hindsight Policy Gradients
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -20,17 +19,30 @@ from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.utils import safe_mean
 from stable_baselines3.common.vec_env import VecEnv
 
-from robot_grpo.advantages import ADVANTAGE_SCALES
-from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer
-from robot_grpo.group_reset import group_reset
-from robot_grpo.losses import ExtraLossTerm, clip_fraction, clipped_surrogate, k3_kl
+from robot_grpo.arguments import check_grpo_arguments, check_loss_terms
+from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer, minibatches
+from robot_grpo.env_originals import EnvOriginals
+from robot_grpo.group_reset import check_snapshot_support, episode_length, group_reset
+from robot_grpo.losses import ExtraLossTerm, clip_fraction, grpo_loss
 from robot_grpo.policies import GoalGaussianPolicy, flatten_obs_np
-from robot_grpo.schedules import make_schedule
-from robot_grpo.stability import LastGood, NonFiniteError, first_nonfinite, first_nonfinite_grad
+from robot_grpo.schedules import log_std_bound, make_schedule
+from robot_grpo.stability import (
+    KL_EARLY_STOP,
+    KL_ROLLBACK,
+    LastGood,
+    NonFiniteError,
+    adapted_beta,
+    first_nonfinite,
+    first_nonfinite_grad,
+    kl_verdict,
+    nonfinite_dir,
+)
 from robot_grpo.stability import write_nonfinite_snapshot as _write_snapshot
 
 SelfGRPO = TypeVar("SelfGRPO", bound="GRPO")
@@ -40,11 +52,8 @@ DEFAULT_GROUP_SIZE = 8  # members per group (G)
 # (median 7,200 vs 9,600 and 11,200 over 10 seeds; see benchmarks/learning.py).
 DEFAULT_N_GROUPS = 6
 DEFAULT_N_ENVS = DEFAULT_GROUP_SIZE * DEFAULT_N_GROUPS  # the envs that the defaults need
-EARLY_STOP_KL_FACTOR = 1.5  # stop the update when approx KL > 1.5 x target_kl
-ROLLBACK_KL_FACTOR = 2.0  # restore the last good weights and halve the lr when approx KL > 2 x target_kl
-ROLLBACK_LR_FACTOR = 0.5
-ADAPTIVE_BETA_TOLERANCE = 1.5  # adapt beta when kl_ref leaves [target / 1.5, target * 1.5]
-ADAPTIVE_BETA_STEP = 2.0
+ROLLBACK_LR_FACTOR = 0.5  # after a KL rollback (stability.kl_verdict) the lr is halved
+RUN_PATHS = ("tensorboard_log", "snapshot_dir")  # where this process writes: never saved in a checkpoint
 
 
 class GRPO(BaseAlgorithm):
@@ -70,6 +79,11 @@ class GRPO(BaseAlgorithm):
     :param gamma: discount of the returns-to-go.
     :param clip_range: lower clip epsilon of the ratio (float or schedule, e.g. a linear decay).
     :param clip_range_high: upper clip epsilon (DAPO-style asymmetric clip); None uses ``clip_range``.
+    :param max_log_std: upper bound of the policy's log-std, applied after every update: a float, a schedule, or
+        ``[start, end]`` (linear over training, as a launch file writes it); None leaves the learned log-std free.
+        Hindsight with achieved goals does not penalize action noise (a member's own end point is its goal, however
+        noisy its path), so on precision tasks the learned std hardly shrinks and the deterministic policy settles
+        ~1 cm off the goal (2 cm reach, std 0.6); a falling bound brings the precision back.
     :param beta: coefficient of the k3 KL to the reference policy.
     :param adaptive_beta: adapt ``beta`` (x2 or /2) after each update to keep kl_ref near ``target_kl``.
     :param target_kl: approx-KL budget per update; None turns off early stop, rollback and adaptive beta.
@@ -84,10 +98,14 @@ class GRPO(BaseAlgorithm):
     :param rollout_buffer_kwargs: extra buffer arguments (hindsight_strategy, n_sampled_goal, is_correction,
         is_clip, is_self_normalize).
     :param extra_loss_terms: objects with ``name`` and ``__call__(policy) -> scalar tensor`` added to the loss.
-    :param snapshot_dir: where a snapshot is written when a loss or gradient becomes NaN/inf.
+    :param snapshot_dir: where a snapshot is written when a loss or gradient becomes NaN/inf. None (default):
+        ``<log folder>/nonfinite_snapshots`` when the run logs to a folder (``tensorboard_log``, or a logger given
+        with ``set_logger``), else ``nonfinite_snapshots`` in the working directory at the time of the failure.
+        The folder is created only when a snapshot is written. Not saved with the model (see ``load``).
     :param n_torch_threads: ``torch.set_num_threads`` for this process (small MLPs: 1 is fastest); None leaves it.
     :param stats_window_size: window of the SB3 episode-info buffers.
-    :param tensorboard_log: TensorBoard log directory (None: no TensorBoard).
+    :param tensorboard_log: TensorBoard log directory (None: no TensorBoard). Not saved with the model: a loaded
+        model logs to TensorBoard only when ``load(..., tensorboard_log=...)`` says where.
     :param policy_kwargs: extra policy arguments (net_arch, activation_fn, log_std_init, norm_clip, ...).
     :param verbose: 0 silent, 1 training info.
     :param seed: seed of python, numpy, torch, the env and the hindsight goal sampler.
@@ -115,6 +133,7 @@ class GRPO(BaseAlgorithm):
         gamma: float = 0.98,
         clip_range: float | Schedule = 0.2,
         clip_range_high: float | Schedule | None = None,
+        max_log_std: float | Sequence[float] | Schedule | None = None,
         beta: float = 0.0,
         adaptive_beta: bool = False,
         target_kl: float | None = None,
@@ -126,7 +145,7 @@ class GRPO(BaseAlgorithm):
         rollout_buffer_class: type[GroupRolloutBuffer] | None = None,
         rollout_buffer_kwargs: dict[str, Any] | None = None,
         extra_loss_terms: Sequence[ExtraLossTerm] | None = None,
-        snapshot_dir: str = "nonfinite_snapshots",
+        snapshot_dir: str | None = None,
         n_torch_threads: int | None = 1,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
@@ -159,6 +178,7 @@ class GRPO(BaseAlgorithm):
         self.gamma = gamma
         self.clip_range = clip_range
         self.clip_range_high = clip_range_high
+        self.max_log_std = max_log_std
         self.beta = beta
         self.adaptive_beta = adaptive_beta
         self.target_kl = target_kl
@@ -179,50 +199,24 @@ class GRPO(BaseAlgorithm):
 
     # Setup ------------------------------------------------------------------------------------------------
     def _check_args(self) -> None:
-        if self.group_size < 2:
-            raise ValueError(f"group_size must be >= 2 (the group is the baseline), got {self.group_size}")
-        if self.n_groups < 1:
-            raise ValueError(f"n_groups must be >= 1, got {self.n_groups}")
-        if self.env is not None and self.n_envs != self.group_size * self.n_groups:
-            raise ValueError(
-                f"the env has {self.n_envs} envs but group_size * n_groups = {self.group_size * self.n_groups}; "
-                f"build it with make_vec_env(env_id, n_envs={self.group_size * self.n_groups}) or change n_groups"
-            )
-        if self.n_epochs < 1:
-            raise ValueError(f"n_epochs must be >= 1, got {self.n_epochs}")
-        if self.batch_size < 2:
-            raise ValueError(f"batch_size must be >= 2 rows, got {self.batch_size}")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
-        if self.scale_advantages not in ADVANTAGE_SCALES:
-            raise ValueError(f"scale_advantages must be one of {ADVANTAGE_SCALES}, got {self.scale_advantages!r}")
-        if self.beta < 0 or self.ent_coef < 0:
-            raise ValueError(f"beta and ent_coef must be >= 0, got beta={self.beta}, ent_coef={self.ent_coef}")
-        if self.target_kl is not None and self.target_kl <= 0:
-            raise ValueError(f"target_kl must be > 0 or None (off), got {self.target_kl}")
-        if self.adaptive_beta and (self.target_kl is None or self.beta <= 0):
-            raise ValueError("adaptive_beta needs a target_kl and an initial beta > 0 (e.g. beta=0.01)")
-        if self.max_grad_norm <= 0:
-            raise ValueError(f"max_grad_norm must be > 0, got {self.max_grad_norm}")
-        if self.ref_update_interval < 0:
-            raise ValueError(f"ref_update_interval must be >= 0 (0 = never refresh), got {self.ref_update_interval}")
-        for term in self.extra_loss_terms:
-            if not callable(term) or not isinstance(getattr(term, "name", None), str):
-                raise ValueError(f"extra loss term {term!r} needs a str `name` and `__call__(policy) -> tensor`")
-
-    def _infer_n_steps(self) -> int:
-        """Episode length in control steps: the smaller of the env's ``max_episode_steps`` and its spec's limit."""
-        assert self.env is not None
-        limits = []
-        with contextlib.suppress(AttributeError):  # envs without their own limit rely on TimeLimit
-            limits.append(self.env.get_attr("max_episode_steps", [0])[0])
-        spec = self.env.get_attr("spec", [0])[0]
-        if spec is not None:
-            limits.append(spec.max_episode_steps)
-        limits = [int(v) for v in limits if v]
-        if not limits:
-            raise ValueError("cannot read the episode length from the env; pass n_steps (control steps per episode)")
-        return min(limits)
+        if self.env is not None:
+            check_snapshot_support(self.env)
+        check_grpo_arguments(
+            group_size=self.group_size,
+            n_groups=self.n_groups,
+            n_envs=None if self.env is None else self.n_envs,
+            n_epochs=self.n_epochs,
+            batch_size=self.batch_size,
+            gamma=self.gamma,
+            scale_advantages=self.scale_advantages,
+            beta=self.beta,
+            ent_coef=self.ent_coef,
+            target_kl=self.target_kl,
+            adaptive_beta=self.adaptive_beta,
+            max_grad_norm=self.max_grad_norm,
+            ref_update_interval=self.ref_update_interval,
+            extra_loss_terms=self.extra_loss_terms,
+        )
 
     def _setup_model(self) -> None:
         self._check_args()
@@ -232,12 +226,13 @@ class GRPO(BaseAlgorithm):
         self.set_random_seed(self.seed)
         self._seed_generators(self.seed)
         if self.n_steps is None:
-            self.n_steps = self._infer_n_steps()
+            self.n_steps = episode_length(self.env)
         if self.n_steps < 1:
             raise ValueError(f"n_steps must be >= 1 control step, got {self.n_steps}")
         self.clip_range_schedule = make_schedule(self.clip_range)
         high = self.clip_range if self.clip_range_high is None else self.clip_range_high
         self.clip_range_high_schedule = make_schedule(high)
+        self.max_log_std_schedule = None if self.max_log_std is None else log_std_bound(self.max_log_std)
 
         self.policy = self.policy_class(
             self.observation_space, self.action_space, self.lr_schedule, **self.policy_kwargs
@@ -282,7 +277,31 @@ class GRPO(BaseAlgorithm):
             self._th_gen.manual_seed(seed)
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "extra_loss_terms", "_th_gen"]
+        return [*super()._excluded_save_params(), *RUN_PATHS, "extra_loss_terms", "_th_gen", "_rollout_stats"]
+
+    @classmethod
+    def load(  # type: ignore[override]
+        cls: type[SelfGRPO],
+        path: Any,
+        env: GymEnv | None = None,
+        device: th.device | str = "auto",
+        custom_objects: dict[str, Any] | None = None,
+        print_system_info: bool = False,
+        force_reset: bool = True,
+        **kwargs: Any,
+    ) -> SelfGRPO:
+        """SB3's ``load``; where the loaded model writes (``tensorboard_log``, ``snapshot_dir``) comes from ``kwargs``
+        only, never from the checkpoint (older checkpoints stored relative paths of the run that saved them)."""
+        model = super().load(path, env, device, custom_objects, print_system_info, force_reset, **kwargs)
+        for name in RUN_PATHS:
+            setattr(model, name, kwargs.get(name))
+        return model
+
+    def set_env(self, env: GymEnv, force_reset: bool = True) -> None:
+        """SB3's ``set_env``, refusing an env that cannot give group resets (no ``snapshot()``)."""
+        super().set_env(env, force_reset)
+        assert self.env is not None
+        check_snapshot_support(self.env)
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         return ["policy", "policy.optimizer", "ref_policy"], []
@@ -299,6 +318,8 @@ class GRPO(BaseAlgorithm):
         """
         self.policy.set_training_mode(False)
         self._last_obs = group_reset(env, self.group_size)
+        originals = EnvOriginals(self._vec_normalize_env, self.observation_space)  # identity without VecNormalize
+        original_obs = originals.obs(self._last_obs)
         rollout_buffer.reset()
         callback.on_rollout_start()
         low, high = self.action_space.low, self.action_space.high
@@ -323,30 +344,30 @@ class GRPO(BaseAlgorithm):
                     f"were {dones.astype(int).tolist()}. GRPO groups need envs without early termination; "
                     "pass n_steps equal to the env's episode length"
                 )
+            new_original = originals.obs(new_obs)
             achieved = None
             if is_goal:
-                achieved = (
-                    np.stack([info["terminal_observation"]["achieved_goal"] for info in infos])
-                    if last
-                    else new_obs["achieved_goal"]
-                )
-            rollout_buffer.add(flat, actions, rewards, achieved)
-            self._last_obs = new_obs
+                achieved = originals.terminal_achieved_goals(infos) if last else new_original["achieved_goal"]
+            rollout_buffer.add(flatten_obs_np(original_obs), actions, originals.rewards(rewards), achieved)
+            self._last_obs, original_obs = new_obs, new_original
             self._last_episode_starts = dones
 
-        self._score_rollout(rollout_buffer, infos, is_goal)
+        self._score_rollout(rollout_buffer, is_goal, originals.normalizer)
         callback.update_locals(locals())
         callback.on_rollout_end()
         return True
 
-    def _score_rollout(self, rollout_buffer: GroupRolloutBuffer, infos: list[dict[str, Any]], is_goal: bool) -> None:
-        """After a full rollout (filled here or by ``robot_grpo.scale``'s workers): normalizer, rows, success."""
-        successes = [info["is_success"] for info in infos if "is_success" in info]
-        self.policy.update_normalizer(th.as_tensor(rollout_buffer.observations.reshape(-1, rollout_buffer.obs_dim)))
+    def _score_rollout(
+        self, rollout_buffer: GroupRolloutBuffer, is_goal: bool, normalize: Callable[[np.ndarray], np.ndarray] | None
+    ) -> None:
+        """After a full rollout (filled here or by ``robot_grpo.scale``'s workers): the observation normalizer
+        and the training rows (advantages, hindsight). ``normalize`` maps stored (original) observations to what
+        the policy sees under a VecNormalize (None: the identity)."""
+        flat_rows = rollout_buffer.observations.reshape(-1, rollout_buffer.obs_dim)
+        self.policy.update_normalizer(th.as_tensor(flat_rows if normalize is None else normalize(flat_rows)))
         compute_reward = self._compute_reward if is_goal else None
-        self._rollout_stats = rollout_buffer.compute(self.policy, self.ref_policy, compute_reward, self._rng)
-        if successes:
-            self._rollout_stats["rollout/success_rate"] = float(np.mean(successes))
+        ref_policy = self.ref_policy if self.beta > 0 else None  # no reference term: do not even score it
+        self._rollout_stats = rollout_buffer.compute(self.policy, ref_policy, compute_reward, self._rng, normalize)
 
     # Training ---------------------------------------------------------------------------------------------
     def _set_lr(self) -> float:
@@ -355,109 +376,139 @@ class GRPO(BaseAlgorithm):
             group["lr"] = lr
         return lr
 
-    def _minibatches(self) -> Iterator[GroupRolloutSamples]:
-        """The buffer's shuffled minibatches, shuffled with this model's generator when the buffer accepts one."""
-        if isinstance(self.rollout_buffer, GroupRolloutBuffer):
-            return self.rollout_buffer.get(self.batch_size, generator=self._th_gen)
-        return self.rollout_buffer.get(self.batch_size)
-
     def _raise_nonfinite(self, name: str, batch: Any, terms: dict[str, th.Tensor], epoch: int) -> None:
         update = self._n_updates + 1
-        path = _write_snapshot(
-            self.snapshot_dir, update, name, self.policy, self.policy.optimizer, batch._asdict(), terms
-        )
+        logs_to_folder = self._custom_logger or self.tensorboard_log is not None  # else SB3's temp folder
+        folder = nonfinite_dir(self.snapshot_dir, self.logger.get_dir() if logs_to_folder else None)
+        path = _write_snapshot(folder, update, name, self.policy, self.policy.optimizer, batch._asdict(), terms)
         raise NonFiniteError(
             f"non-finite value in {name} at update {update} (epoch {epoch}); weights, optimizer state and the "
             f"offending minibatch were saved to {path} (torch.load(path, weights_only=True))"
         )
 
     def train(self) -> None:
-        """Clipped-ratio updates over the rollout's rows with KL guards (early stop, rollback)."""
+        """One update on the last rollout's rows; the reference policy is refreshed every ``ref_update_interval``."""
+        self._update(self.rollout_buffer.samples, self.extra_loss_terms, self._th_gen)
+        if self.max_log_std_schedule is not None:
+            with th.no_grad():
+                self.policy.log_std.clamp_(max=self.max_log_std_schedule(self._current_progress_remaining))
+        if self.ref_update_interval > 0 and self._n_updates % self.ref_update_interval == 0:
+            self.reset_reference()
+
+    def train_on_samples(
+        self,
+        samples: GroupRolloutSamples,
+        extra_loss_terms: Sequence[ExtraLossTerm] = (),
+        generator: th.Generator | None = None,
+    ) -> dict[str, float]:
+        """One GRPO update on given training rows: fine-tuning on logged episodes, or mixing in fresh sim rows.
+
+        The same loss, clip, KL guards and learning-rate schedule as :meth:`train`. The rows carry their own pi_old
+        and reference log-probs (``robot_grpo.finetune_data.build_finetune_samples`` scores logged episodes under
+        the deployed policy; :meth:`rollout_samples` under this one), so the model's reference policy is neither
+        read nor refreshed here.
+
+        :param samples: training rows (all tensors on the model's device).
+        :param extra_loss_terms: loss terms added for this update only (e.g. an EWC penalty); the model's own
+            ``extra_loss_terms`` are not used.
+        :param generator: torch generator of the minibatch order (None: the model's own, seeded with ``seed``);
+            torch's global RNG is never used.
+        :return: the update's ``train/...`` values (also recorded in the logger).
+        """
+        terms = list(extra_loss_terms)
+        check_loss_terms(terms)
+        if getattr(self, "_logger", None) is None:  # no learn() yet: record into a logger that writes nothing
+            self.set_logger(Logger(folder=None, output_formats=[]))
+        return self._update(samples, terms, self._th_gen if generator is None else generator)
+
+    def rollout_samples(self) -> GroupRolloutSamples:
+        """Collect one group rollout on the model's env and return its training rows, without an update.
+
+        Counts ``n_envs * n_steps`` env steps toward ``num_timesteps``. Fine-tuning uses it to mix fresh sim groups
+        into :meth:`train_on_samples`.
+        """
+        if self.env is None:
+            raise ValueError("rollout_samples() needs an env; give the model one with set_env(env)")
+        _, callback = self._setup_learn(self.n_envs * self.n_steps, None, reset_num_timesteps=False)
+        self.collect_rollouts(self.env, callback, self.rollout_buffer)
+        return self.rollout_buffer.samples
+
+    def reset_reference(self) -> None:
+        """Make the current policy the KL reference (iterative GRPO does it every ``ref_update_interval`` updates;
+        a fine-tuning round once, so that the deployed policy is the reference of the whole round)."""
+        self.ref_policy.load_state_dict(self.policy.state_dict())
+
+    def _update(
+        self, rows: GroupRolloutSamples, extra_loss_terms: Sequence[ExtraLossTerm], generator: th.Generator
+    ) -> dict[str, float]:
+        """Clipped-ratio epochs over ``rows`` with KL guards (early stop, rollback); returns the logged values."""
         self.policy.set_training_mode(True)
         lr = self._set_lr()
         clip_low = self.clip_range_schedule(self._current_progress_remaining)
         clip_high = self.clip_range_high_schedule(self._current_progress_remaining)
         last_good = LastGood()
-        logs: dict[str, list[float]] = {"approx_kl": [], "clip_fraction": [], "kl_ref": [], "grad_norm": []}
-        logs.update({"policy_loss": [], "loss": []})
-        logs.update({f"extra/{term.name}": [] for term in self.extra_loss_terms})
+        logs: dict[str, list[float]] = {"approx_kl": [], "clip_fraction": [], "grad_norm": []}
         entropy = self.policy.entropy()
         early_stop, rolled_back, epochs_done = False, False, 0
         for epoch in range(self.n_epochs):
             last_good.capture(self.policy, self.policy.optimizer)
-            for batch in self._minibatches():
-                log_prob, entropy = self.policy.evaluate_actions(batch.observations, batch.actions)
-                log_ratio = log_prob - batch.old_log_prob
-                ratio = th.exp(log_ratio)
-                approx_kl = k3_kl(batch.old_log_prob, log_prob).mean()  # KL(pi_old || pi) on pi_old's samples
-                if self.target_kl is not None:
-                    kl = float(approx_kl.detach())
-                    if kl > ROLLBACK_KL_FACTOR * self.target_kl:
-                        last_good.restore(self.policy, self.policy.optimizer)
-                        self._lr_factor *= ROLLBACK_LR_FACTOR
-                        lr = self._set_lr()
-                        rolled_back = True
-                        if self.verbose >= 1:
-                            print(f"GRPO: approx KL {kl:.4f} > {ROLLBACK_KL_FACTOR} x target; rolled back, lr={lr:.2e}")
-                        break
-                    if kl > EARLY_STOP_KL_FACTOR * self.target_kl:
-                        early_stop = True
-                        break
-                adv, w = batch.advantages, batch.weights
-                policy_loss = -(w * clipped_surrogate(ratio, adv, clip_low, clip_high)).mean()
-                kl_ref = k3_kl(log_prob, batch.ref_log_prob).mean()  # KL(pi || pi_ref), samples from pi_old
-                terms = {"policy_loss": policy_loss, "kl_ref": kl_ref, "entropy": entropy}
-                terms.update({f"extra/{term.name}": term(self.policy) for term in self.extra_loss_terms})
-                loss = policy_loss + self.beta * kl_ref - self.ent_coef * entropy
-                for term in self.extra_loss_terms:
-                    loss = loss + terms[f"extra/{term.name}"]
-                terms["loss"] = loss
+            for batch in minibatches(rows, self.batch_size, generator):
+                step = grpo_loss(self.policy, batch, clip_low, clip_high, self.beta, self.ent_coef, extra_loss_terms)
+                entropy = step.terms["entropy"]
+                verdict = kl_verdict(float(step.approx_kl.detach()), self.target_kl)
+                if verdict == KL_ROLLBACK:  # restore the last good weights, halve the lr, end the update
+                    last_good.restore(self.policy, self.policy.optimizer)
+                    self._lr_factor *= ROLLBACK_LR_FACTOR
+                    lr, rolled_back = self._set_lr(), True
+                    if self.verbose >= 1:
+                        print(f"GRPO: approx KL {float(step.approx_kl):.4f} > target; rolled back, lr={lr:.2e}")
+                    break
+                if verdict == KL_EARLY_STOP:
+                    early_stop = True
+                    break
+                terms = step.terms
                 bad = first_nonfinite(terms)
                 if bad is not None:
                     self._raise_nonfinite(bad, batch, terms, epoch)
                 self.policy.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                terms["loss"].backward()
                 grad_norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
                 if not bool(th.isfinite(grad_norm)):
                     self._raise_nonfinite(
                         first_nonfinite_grad(self.policy.named_parameters()) or "grad_norm", batch, terms, epoch
                     )
                 self.policy.optimizer.step()
-                logs["approx_kl"].append(float(approx_kl.detach()))
-                logs["clip_fraction"].append(float(clip_fraction(ratio, clip_low, clip_high)))
-                logs["kl_ref"].append(float(kl_ref.detach()))
+                logs["approx_kl"].append(float(step.approx_kl.detach()))
+                logs["clip_fraction"].append(float(clip_fraction(step.ratio, clip_low, clip_high)))
                 logs["grad_norm"].append(float(grad_norm))
-                for key in ("policy_loss", "loss", *(f"extra/{t.name}" for t in self.extra_loss_terms)):
-                    logs[key].append(float(terms[key].detach()))
+                for key, value in terms.items():  # losses, kl_ref (when beta > 0), extra terms; entropy logged below
+                    if key != "entropy":
+                        logs.setdefault(key, []).append(float(value.detach()))
             if early_stop or rolled_back:
                 break
             epochs_done += 1
 
         self._n_updates += 1
-        self._after_update(logs)
-        for key, values in logs.items():
-            if values:
-                self.logger.record(f"train/{key}", float(np.mean(values)))
-        self.logger.record("train/entropy", float(entropy.detach()))
-        self.logger.record("train/lr", lr)
-        self.logger.record("train/beta", self.beta)
-        self.logger.record("train/clip_range", clip_low)
-        self.logger.record("train/epochs_completed", epochs_done)
-        self.logger.record("train/early_stop", int(early_stop))
-        self.logger.record("train/rollback", int(rolled_back))
-        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-
-    def _after_update(self, logs: dict[str, list[float]]) -> None:
-        """Adapt beta toward target_kl and refresh the reference policy."""
-        if self.adaptive_beta and logs["kl_ref"]:
+        if self.adaptive_beta and logs.get("kl_ref"):
             assert self.target_kl is not None
-            kl_ref = float(np.mean(logs["kl_ref"]))
-            if kl_ref > ADAPTIVE_BETA_TOLERANCE * self.target_kl:
-                self.beta *= ADAPTIVE_BETA_STEP
-            elif kl_ref < self.target_kl / ADAPTIVE_BETA_TOLERANCE:
-                self.beta /= ADAPTIVE_BETA_STEP
-        if self.ref_update_interval > 0 and self._n_updates % self.ref_update_interval == 0:
-            self.ref_policy.load_state_dict(self.policy.state_dict())
+            self.beta = adapted_beta(self.beta, float(np.mean(logs["kl_ref"])), self.target_kl)
+        record = {f"train/{key}": float(np.mean(values)) for key, values in logs.items() if values}
+        record.update(
+            {
+                "train/entropy_loss": -float(entropy.detach()),  # SB3's key and sign
+                "train/std": float(th.exp(self.policy.log_std.detach()).mean()),
+                "train/learning_rate": lr,
+                "train/beta": self.beta,
+                "train/clip_range": clip_low,
+                "train/epochs_completed": epochs_done,
+                "train/early_stop": int(early_stop),
+                "train/rollback": int(rolled_back),
+            }
+        )
+        for key, value in record.items():
+            self.logger.record(key, value)
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        return record
 
     # Loop -------------------------------------------------------------------------------------------------
     def dump_logs(self, iteration: int = 0) -> None:
@@ -466,6 +517,11 @@ class GRPO(BaseAlgorithm):
         fps = int((self.num_timesteps - self._num_timesteps_at_start) / elapsed)
         if iteration > 0:
             self.logger.record("time/iterations", iteration, exclude="tensorboard")
+        if len(self.ep_info_buffer) > 0 and len(self.ep_info_buffer[0]) > 0:  # SB3's windowed episode statistics
+            self.logger.record("rollout/ep_rew_mean", safe_mean([info["r"] for info in self.ep_info_buffer]))
+            self.logger.record("rollout/ep_len_mean", safe_mean([info["l"] for info in self.ep_info_buffer]))
+        if len(self.ep_success_buffer) > 0:
+            self.logger.record("rollout/success_rate", safe_mean(self.ep_success_buffer))
         for key, value in self._rollout_stats.items():
             self.logger.record(key, value)
         self.logger.record("time/fps", fps)

@@ -38,6 +38,11 @@ class HindsightConfig:
     :param is_correction: weight relabelled samples by pi_old(a|s,g')/pi_old(a|s,g); False = weight 1 (ablation).
     :param is_clip: truncation level of the weights (> 0).
     :param is_self_normalize: divide the weights by their mean over the relabelled samples of each time step.
+    :param skip_start_goals: drop goals that the group's start state already satisfies (see
+        :func:`start_satisfied`), relabelled ones and the group's own. With an object task (FetchPush) most members
+        leave the block where it was, so their final "achieved goal" is the start: relabelled with it, every member
+        that left the block alone succeeds and the one that moved it fails, which teaches the group not to touch
+        the block (as does a group whose own goal the block already satisfies).
     """
 
     strategy: str = "final"
@@ -45,6 +50,7 @@ class HindsightConfig:
     is_correction: bool = True
     is_clip: float = 1.0
     is_self_normalize: bool = False
+    skip_start_goals: bool = False
 
     def __post_init__(self) -> None:
         if self.strategy not in HINDSIGHT_STRATEGIES:
@@ -86,6 +92,25 @@ def sample_group_goals(
         horizon = step if strategy == "future" else np.full((K, n_groups), T - 1)
     goals = achieved_next[step, group_idx, member]
     return goals, horizon
+
+
+def start_satisfied(
+    compute_reward: Callable[[np.ndarray, np.ndarray, object], np.ndarray],
+    start_achieved: np.ndarray,
+    goals: np.ndarray,
+    success_reward: float,
+) -> np.ndarray:
+    """Which relabelled goals the start state already satisfies (doing nothing would reach them).
+
+    :param start_achieved: each group's achieved goal before its first action, ``[n_groups, d]``.
+    :param goals: relabelled goals ``[K, n_groups, d]``.
+    :param success_reward: the reward of a satisfied goal (sparse goal envs: 0).
+    :return: bool ``[K, n_groups]``.
+    """
+    K, n_groups, d = goals.shape
+    start = np.broadcast_to(start_achieved[None], (K, n_groups, d)).reshape(-1, d)
+    rewards = np.asarray(compute_reward(start, goals.reshape(-1, d), None), dtype=np.float64)
+    return (rewards >= success_reward).reshape(K, n_groups)
 
 
 def relabel_rewards(

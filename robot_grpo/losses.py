@@ -1,4 +1,4 @@
-"""Loss pieces of the GRPO update (pure torch functions of log-probabilities, all in nats).
+"""Loss of the GRPO update (pure torch functions of log-probabilities, all in nats).
 
 - clipped surrogate (PPO / DAPO): min(rho * A, clip(rho, 1 - eps_low, 1 + eps_high) * A), rho = pi / pi_old;
 - k3 KL estimator (Schulman, "Approximating KL divergence"): for samples a ~ q and r = p(a) / q(a),
@@ -7,11 +7,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import torch as th
 
 if TYPE_CHECKING:
+    from robot_grpo.buffers import GroupRolloutSamples
     from robot_grpo.policies import GoalGaussianPolicy
 
 
@@ -37,3 +39,40 @@ class ExtraLossTerm(Protocol):
     name: str
 
     def __call__(self, policy: GoalGaussianPolicy) -> th.Tensor: ...
+
+
+class GRPOLoss(NamedTuple):
+    """One minibatch's loss: ``terms`` holds every named term (all scalars) and ``terms["loss"]``, their sum."""
+
+    terms: dict[str, th.Tensor]  # policy_gradient_loss, entropy, kl_ref (beta > 0), extra/<name>, loss
+    ratio: th.Tensor  # [B] pi / pi_old
+    approx_kl: th.Tensor  # scalar k3 estimate of KL(pi_old || pi) on pi_old's samples
+
+
+def grpo_loss(
+    policy: GoalGaussianPolicy,
+    batch: GroupRolloutSamples,
+    clip_low: float,
+    clip_high: float,
+    beta: float,
+    ent_coef: float,
+    extra_loss_terms: Sequence[ExtraLossTerm] = (),
+) -> GRPOLoss:
+    """loss = -mean(w * clipped surrogate) - ent_coef * entropy + beta * KL(pi || pi_ref) + sum of extra terms.
+
+    The reference KL is computed only when ``beta > 0``: a term that is off is not computed at all (0 * inf would
+    still make the loss NaN when the reference is far away).
+    """
+    log_prob, entropy = policy.evaluate_actions(batch.observations, batch.actions)
+    ratio = th.exp(log_prob - batch.old_log_prob)
+    policy_loss = -(batch.weights * clipped_surrogate(ratio, batch.advantages, clip_low, clip_high)).mean()
+    terms = {"policy_gradient_loss": policy_loss, "entropy": entropy}
+    loss = policy_loss - ent_coef * entropy
+    if beta > 0:
+        terms["kl_ref"] = k3_kl(log_prob, batch.ref_log_prob).mean()  # KL(pi || pi_ref) on pi_old's samples
+        loss = loss + beta * terms["kl_ref"]
+    for term in extra_loss_terms:
+        terms[f"extra/{term.name}"] = term(policy)
+        loss = loss + terms[f"extra/{term.name}"]
+    terms["loss"] = loss
+    return GRPOLoss(terms, ratio, k3_kl(batch.old_log_prob, log_prob).mean())

@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, LinearSchedule
 
 SCHEDULE_KINDS = ("constant", "linear", "cosine")
+LINEAR_PAIR = 2  # [start, end]
 Schedule = Callable[[float], float]
 
 
@@ -46,3 +47,12 @@ def make_schedule(value: float | Schedule, kind: str = "constant", end: float = 
     if kind == "cosine":
         return FloatSchedule(CosineSchedule(float(value), float(end)))
     return FloatSchedule(ConstantSchedule(float(value)))
+
+
+def log_std_bound(value: float | Sequence[float] | Schedule) -> FloatSchedule:
+    """A bound that may vary with training: a float (constant), ``[start, end]`` (linear) or a schedule."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != LINEAR_PAIR:
+            raise ValueError(f"a linear schedule is [start, end], got {list(value)}")
+        return make_schedule(float(value[0]), "linear", end=float(value[1]))
+    return make_schedule(value)

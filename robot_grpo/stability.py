@@ -1,4 +1,4 @@
-"""Training guards: non-finite detection with a snapshot for post-mortem, and last-good-weights rollback.
+"""Training guards: non-finite detection with a snapshot for post-mortem, KL guards, last-good-weights rollback.
 
 On a NaN/inf in any loss term or gradient, :func:`write_nonfinite_snapshot` saves the policy weights, the
 optimizer state and the offending minibatch (``torch.save`` of tensors and state dicts, loadable with
@@ -14,6 +14,42 @@ from typing import Any
 
 import torch as th
 from torch import nn
+
+EARLY_STOP_KL_FACTOR = 1.5  # stop the update when approx KL > 1.5 x target_kl
+ROLLBACK_KL_FACTOR = 2.0  # restore the last good weights (and halve the lr) when approx KL > 2 x target_kl
+KL_OK, KL_EARLY_STOP, KL_ROLLBACK = "ok", "early_stop", "rollback"
+ADAPTIVE_BETA_TOLERANCE = 1.5  # adapt beta when kl_ref leaves [target / 1.5, target * 1.5]
+ADAPTIVE_BETA_STEP = 2.0
+NONFINITE_FOLDER = "nonfinite_snapshots"  # default snapshot folder, under the run's log folder or the cwd
+
+
+def nonfinite_dir(snapshot_dir: str | None, log_folder: str | None) -> str:
+    """Where a snapshot goes: ``snapshot_dir`` if given, else ``<log_folder>/nonfinite_snapshots``, else
+    ``nonfinite_snapshots`` in the working directory at the time of the failure (resolved when called)."""
+    if snapshot_dir is not None:
+        return snapshot_dir
+    return os.path.join(log_folder or os.getcwd(), NONFINITE_FOLDER)
+
+
+def kl_verdict(approx_kl: float, target_kl: float | None) -> str:
+    """KL guard of one minibatch: ``KL_ROLLBACK`` above 2 x target, ``KL_EARLY_STOP`` above 1.5 x, else ``KL_OK``
+    (always ``KL_OK`` when ``target_kl`` is None)."""
+    if target_kl is None:
+        return KL_OK
+    if approx_kl > ROLLBACK_KL_FACTOR * target_kl:
+        return KL_ROLLBACK
+    if approx_kl > EARLY_STOP_KL_FACTOR * target_kl:
+        return KL_EARLY_STOP
+    return KL_OK
+
+
+def adapted_beta(beta: float, kl_ref: float, target_kl: float) -> float:
+    """Adaptive KL coefficient: x2 when kl_ref > 1.5 x target, /2 when kl_ref < target / 1.5, else unchanged."""
+    if kl_ref > ADAPTIVE_BETA_TOLERANCE * target_kl:
+        return beta * ADAPTIVE_BETA_STEP
+    if kl_ref < target_kl / ADAPTIVE_BETA_TOLERANCE:
+        return beta / ADAPTIVE_BETA_STEP
+    return beta
 
 
 class NonFiniteError(FloatingPointError):

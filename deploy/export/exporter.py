@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from deploy.ewc_file import EwcState, save_ewc
 from deploy.export.fp16 import convert_fp16
 from deploy.export.int8 import quantize_int8
 from deploy.export.onnx_fp32 import export_onnx, torch_actions
@@ -109,29 +110,38 @@ class ExportConfig:
 class EwcAnchor:
     """EWC anchor shipped with the package: the sim-trained weights and their diagonal Fisher information.
 
+    Written as ``ewc.npz`` by ``deploy.ewc_file`` (the file's one reader and writer), float32.
+
     :param params: parameter name -> anchor value (theta*), as in the policy's ``state_dict``.
     :param fisher: parameter name -> diagonal Fisher (same keys and shapes, >= 0).
     :param meta: how the Fisher was computed (samples, env, ...), recorded in the manifest.
+    :param consolidations: fine-tuning rounds absorbed (online EWC; 0 for the sim-trained anchor), kept in the file.
+    :param lam: EWC strength last used, kept in the file (None: not recorded).
+    :param gamma: online-EWC decay last used, kept in the file (None: not recorded).
     """
 
     params: dict[str, np.ndarray]
     fisher: dict[str, np.ndarray]
     meta: dict[str, Any] = field(default_factory=dict)
+    consolidations: int = 0
+    lam: float | None = None
+    gamma: float | None = None
 
     def __post_init__(self) -> None:
-        if set(self.params) != set(self.fisher) or not self.params:
-            raise ValueError("EWC params and fisher must have the same, non-empty set of parameter names")
-        for name, value in self.fisher.items():
-            value = np.asarray(value)
-            if value.shape != np.shape(self.params[name]):
-                raise ValueError(f"fisher[{name!r}] has shape {value.shape}, params {np.shape(self.params[name])}")
-            if not np.all(np.isfinite(value)) or np.any(value < 0):
-                raise ValueError(f"fisher[{name!r}] must be finite and >= 0")
+        self.state()  # the file's own checks: same names, same shapes, finite Fisher >= 0
+
+    def state(self) -> EwcState:
+        """What ``ewc.npz`` holds."""
+        return EwcState(
+            params={k: np.asarray(v, dtype=np.float32) for k, v in self.params.items()},
+            fisher={k: np.asarray(v, dtype=np.float32) for k, v in self.fisher.items()},
+            consolidations=self.consolidations,
+            lam=self.lam,
+            gamma=self.gamma,
+        )
 
     def save(self, path: Path) -> None:
-        arrays = {f"param/{k}": np.asarray(v, dtype=np.float32) for k, v in self.params.items()}
-        arrays |= {f"fisher/{k}": np.asarray(v, dtype=np.float32) for k, v in self.fisher.items()}
-        np.savez(path, **arrays)
+        save_ewc(path, self.state())
 
 
 def load_policy(source: Any) -> tuple[torch.nn.Module, dict[str, Any]]:

@@ -95,7 +95,7 @@ class GateReport:
         }
 
 
-def _pending_displacement_m(env: gym.Env, contract: ObservationContract, dims: int) -> np.ndarray:
+def sim_in_flight_m(env: gym.Env, contract: ObservationContract, dims: int) -> np.ndarray:
     """Summed displacement (metres) of the commands in the simulated robot's delay line (all still in flight), as a
     robot reports its line: the env's last ``delay`` commands, which may be more than the policy's history shows."""
     sim = env.unwrapped
@@ -143,7 +143,7 @@ def closed_loop_eval(
                 state = obs["observation"]
                 result = filter_action(
                     state[position],
-                    _pending_displacement_m(env, contract, limits.position_dims),
+                    sim_in_flight_m(env, contract, limits.position_dims),
                     proposed,
                     previous,
                     FRESH_STATE_AGE_S,

@@ -23,6 +23,7 @@ import numpy as np
 import torch as th
 
 from deploy.contract import ObservationContract
+from deploy.ewc_file import ewc_from_bytes
 from deploy.export.exporter import EwcAnchor, ExportConfig, export_package
 from deploy.export.rollouts import collect_observations
 from deploy.finetune.dataset import LogDataset, load_log_dataset
@@ -55,7 +56,7 @@ class RoundConfig:
     :param ewc_gamma: online-EWC decay of the old Fisher.
     :param sim_every: mix one fresh sim group rollout after every N log updates (0 = logs only).
     :param hindsight_kwargs: options of the hindsight buffer (strategy, n_sampled_goal, ...).
-    :param seed: seed of the hindsight goal draws and torch.
+    :param seed: seed of the hindsight goal draws and of the minibatch order (generators of the round's own).
     """
 
     group_size: int = 8
@@ -100,8 +101,8 @@ def sim_fisher_anchor(
 def finetune_from_dataset(
     model: Any, dataset: LogDataset, compute_reward: Any, ewc: EWCPenalty | None, config: RoundConfig
 ) -> RoundResult:
-    """Fine-tune ``model`` (in place) on the logged episodes; consolidate the EWC state (online EWC)."""
-    th.manual_seed(config.seed)
+    """Fine-tune ``model`` (in place, through its public methods) on the logged episodes; consolidate the EWC state
+    (online EWC). ``ewc`` itself is left as it was: the result holds the new state, with ``config``'s lambda/gamma."""
     n_steps = config.n_steps or model.n_steps
     grouped = group_by_target(dataset.episodes, config.group_size, n_steps, config.goal_tolerance_m)
     deployed = copy.deepcopy(model.policy)
@@ -115,11 +116,11 @@ def finetune_from_dataset(
     )
     terms = []
     if ewc is not None:
-        ewc = copy.deepcopy(ewc)  # the caller's state stays as it was
-        ewc.lam, ewc.gamma = config.ewc_lambda, config.ewc_gamma
+        ewc = ewc.with_strength(config.ewc_lambda, config.ewc_gamma)
         if config.ewc_lambda > 0:
             terms.append(ewc)
-    stats.update(finetune_on_samples(model, samples, config.n_updates, terms, config.sim_every))
+    order = th.Generator(device=model.device).manual_seed(config.seed)  # minibatch order; no global RNG
+    stats.update(finetune_on_samples(model, samples, config.n_updates, terms, config.sim_every, order))
     if ewc is None:
         return RoundResult(None, stats)
     states = np.concatenate([ep.observations for group in grouped.groups + grouped.hindsight_groups for ep in group])
@@ -167,13 +168,21 @@ def run_round(
     )
     ewc = None
     if EWC_FILE in running.manifest["files"]:
-        ewc = EWCPenalty.from_bytes(running.read_verified(EWC_FILE), config.ewc_lambda, config.ewc_gamma)
+        state = ewc_from_bytes(running.read_verified(EWC_FILE), source=f"{store.current_name()}/{EWC_FILE}")
+        ewc = EWCPenalty(state.params, state.fisher, config.ewc_lambda, config.ewc_gamma, state.consolidations)
     compute_reward = gate_envs["original"].unwrapped.compute_reward
     result = finetune_from_dataset(model, dataset, compute_reward, ewc, config)
     anchor = None
     if result.ewc is not None:
         params, fisher = result.ewc.anchor_arrays()
-        anchor = EwcAnchor(params, fisher, meta={"consolidations": result.ewc.consolidations, **asdict(config)})
+        anchor = EwcAnchor(
+            params,
+            fisher,
+            meta={"consolidations": result.ewc.consolidations, **asdict(config)},
+            consolidations=result.ewc.consolidations,  # carried in ewc.npz to the next round
+            lam=result.ewc.lam,
+            gamma=result.ewc.gamma,
+        )
     with tempfile.TemporaryDirectory(prefix="finetune-") as tmp:  # outside the store: a crash leaves it clean
         candidate_dir = Path(tmp) / name
         export_package(

@@ -108,7 +108,7 @@ class DistributedGRPO(GRPO):
             for info, success in zip(infos, successes, strict=True):
                 info["is_success"] = success
         self._update_info_buffer(infos, dones)
-        self._score_rollout(rollout_buffer, infos, is_goal)
+        self._score_rollout(rollout_buffer, is_goal, None)  # the workers' envs: no VecNormalize
         stats = self.workers.last_stats
         self._rollout_stats.update(
             {

@@ -62,3 +62,19 @@ def test_train_job_writes_the_check_into_its_summary(tmp_path: Path, capsys):
     filtered = summary["behind_safety_filter"]
     assert set(filtered) == {"success_rate", "interventions_per_episode", "safe_stops", "skipped_goals", "error"}
     assert "interventions per episode" in capsys.readouterr().out
+
+
+def test_train_job_runs_the_delayed_push_launch_file(tmp_path: Path):
+    """launch/train_delayed_push.yaml at a tiny budget: an env without a robot contract is evaluated by predict."""
+    from launch.job_train import main
+    from launch.jobs import load_launch
+
+    config = load_launch(Path(__file__).resolve().parents[2] / "launch" / "train_delayed_push.yaml")
+    config["train"].update(total_timesteps=400, eval_episodes=2, target_success=1.0)
+    config["train"]["hyperparameters"].update(group_size=2, n_groups=2, batch_size=256, n_epochs=1)
+    config["output"] = str(tmp_path)
+    assert main(config) == 1  # two updates cannot reach 100%
+    summary = json.loads((tmp_path / "train_delayed_push" / "train_summary.json").read_text())
+    assert summary["env_id"] == "DelayedFetchPush-v0" and summary["env_steps"] == 400
+    assert summary["behind_safety_filter"] is None  # no calibration: no robot behind a filter
+    assert 0.0 <= summary["final_success"] <= 1.0

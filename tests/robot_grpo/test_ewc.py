@@ -1,10 +1,9 @@
-"""EWC: closed-form Fisher of a tiny Gaussian policy, penalty value and gradient, online update, npz round trip."""
+"""EWC: closed-form Fisher of a tiny Gaussian policy, penalty value and gradient, online update (the file: deploy)."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -160,31 +159,6 @@ def test_online_consolidation_decays_the_old_fisher_and_moves_the_anchor() -> No
     assert term.consolidations == 1
 
 
-def test_save_load_round_trip_without_pickle(tmp_path) -> None:
-    torch.manual_seed(8)
-    policy = DictMLPGaussian()
-    term = EWCPenalty.from_policy(policy, _random_fisher(policy, 9), lam=3.0, gamma=0.8)
-    path = term.save(tmp_path / "ewc.npz")
-    loaded = EWCPenalty.load(path)
-    assert (loaded.lam, loaded.gamma, loaded.consolidations) == (3.0, 0.8, 0)
-    for name in term.anchor:
-        torch.testing.assert_close(loaded.anchor[name], term.anchor[name])
-        torch.testing.assert_close(loaded.fisher[name], term.fisher[name])
-    assert EWCPenalty.load(path, lam=1.0).lam == 1.0
-    assert not list(tmp_path.glob("*.tmp"))
-
-
-def test_load_refuses_pickled_arrays_and_future_versions(tmp_path) -> None:
-    bad = tmp_path / "pickled.npz"
-    np.savez(bad, **{"param/w": np.array([object()], dtype=object), "meta/format_version": np.array(1)})
-    with pytest.raises(ValueError, match="allow_pickle"):
-        EWCPenalty.load(bad)
-    future = tmp_path / "future.npz"
-    np.savez(future, **{"meta/format_version": np.array(99)})
-    with pytest.raises(ValueError, match="format_version 99"):
-        EWCPenalty.load(future)
-
-
 def test_mismatched_policy_and_bad_arguments_are_refused() -> None:
     policy = LinearGaussian(3, 2)
     term = EWCPenalty.from_policy(policy, _random_fisher(policy, 1))
@@ -197,16 +171,15 @@ def test_mismatched_policy_and_bad_arguments_are_refused() -> None:
         EWCPenalty.from_policy(policy, negative)
 
 
-def test_reads_the_exporters_ewc_npz_without_meta(tmp_path) -> None:
-    # deploy.export's EwcAnchor writes only param/<name> and fisher/<name> (float32).
+def test_with_strength_copies_the_state_with_another_lambda_and_gamma() -> None:
     policy = LinearGaussian(3, 2)
-    fisher = _random_fisher(policy, 2)
-    arrays = {f"param/{k}": v.detach().numpy() for k, v in policy.named_parameters()}
-    arrays |= {f"fisher/{k}": v.numpy() for k, v in fisher.items()}
-    np.savez(tmp_path / "ewc.npz", **arrays)
-    term = EWCPenalty.load(tmp_path / "ewc.npz", lam=2.0, gamma=0.5)
-    assert (term.lam, term.gamma, term.consolidations) == (2.0, 0.5, 0)
-    assert term(policy).item() == 0.0
-    params, fisher_np = term.anchor_arrays()
-    np.testing.assert_array_equal(fisher_np["mu.weight"], fisher["mu.weight"].numpy())
-    np.testing.assert_array_equal(params["log_std"], policy.log_std.detach().numpy())
+    term = EWCPenalty.from_policy(policy, _random_fisher(policy, 3), lam=1.0, gamma=0.5)
+    term.consolidate(policy, _random_fisher(policy, 4))
+    stronger = term.with_strength(10.0, 0.9)
+    assert (stronger.lam, stronger.gamma, stronger.consolidations) == (10.0, 0.9, 1)
+    assert (term.lam, term.gamma) == (1.0, 0.5)  # the original is untouched
+    with torch.no_grad():
+        policy.log_std.add_(1.0)
+    assert stronger(policy).item() == pytest.approx(10.0 * term(policy).item())
+    stronger.fisher["log_std"].add_(1.0)
+    assert not torch.equal(stronger.fisher["log_std"], term.fisher["log_std"])  # no shared tensors

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch as th
 
+from robot_grpo.buffers import minibatches
 from robot_grpo.finetune_data import (
     build_finetune_samples,
     episode_from_ticks,
@@ -97,9 +98,9 @@ def test_rows_from_target_groups_and_hindsight_only_groups() -> None:
     )
     t, g = 8, 2
     # "final" relabelling keeps every step: target group (1 + K) * T * G rows, hindsight-only group K * T * G.
-    assert samples.n_samples == (1 + k) * t * g + k * t * g
-    assert stats["finetune/n_samples"] == samples.n_samples
-    rows = samples.rows
+    rows = samples
+    assert len(rows.observations) == (1 + k) * t * g + k * t * g
+    assert stats["finetune/n_samples"] == len(rows.observations)
     hindsight_rows = rows.observations[(1 + k) * t * g :]
     goals = hindsight_rows[:, -GOAL_DIM:].numpy()
     finals = np.stack([eps[2].achieved_next[-1], eps[3].achieved_next[-1]]).astype(np.float32)
@@ -110,8 +111,8 @@ def test_rows_from_target_groups_and_hindsight_only_groups() -> None:
     assert adv[-1, 0] > 0 > adv[-1, 1]
     # pi_old and the reference are the deployed policy: identical log-probs on the original rows.
     th.testing.assert_close(rows.old_log_prob[: t * g], rows.ref_log_prob[: t * g])
-    batches = list(samples.get(batch_size=20))
-    assert sum(len(b.observations) for b in batches) == samples.n_samples
+    batches = list(minibatches(samples, batch_size=20, generator=th.Generator().manual_seed(0)))
+    assert sum(len(b.observations) for b in batches) == len(rows.observations)
 
 
 def test_no_complete_group_is_a_clear_error() -> None:
@@ -121,7 +122,7 @@ def test_no_complete_group_is_a_clear_error() -> None:
         build_finetune_samples(grouped, make_policy(), sparse_reward, rng)
 
 
-def test_finetune_driver_applies_the_ewc_term_and_restores_the_model() -> None:
+def test_finetune_driver_applies_the_ewc_term_through_the_public_api() -> None:
     import copy
 
     import envs  # noqa: F401  (registers PointReach-v0)
@@ -153,7 +154,7 @@ def test_finetune_driver_applies_the_ewc_term_and_restores_the_model() -> None:
     deployed = copy.deepcopy(model.policy)
     samples, _ = build_finetune_samples(grouped, deployed, sparse_reward, rng)
     anchor = {k: v.detach().clone() for k, v in model.policy.named_parameters()}
-    fisher = gaussian_fisher_diagonal(model.policy, model.policy.distribution_params, samples.rows.observations)
+    fisher = gaussian_fisher_diagonal(model.policy, model.policy.distribution_params, samples.observations)
 
     def drift(m) -> float:
         return sum(float((p.detach() - anchor[k]).square().sum()) for k, p in m.policy.named_parameters())
@@ -166,5 +167,15 @@ def test_finetune_driver_applies_the_ewc_term_and_restores_the_model() -> None:
     assert "train/extra/ewc_penalty" in logs_ewc and "train/extra/ewc_penalty" not in logs
     assert drift(free) > 0
     assert drift(held) < 0.5 * drift(free)  # a strong penalty holds the weights near the anchor
-    assert held.extra_loss_terms == [] and held.rollout_buffer is not samples  # the model is left as it was
+    assert held.extra_loss_terms == [] and held.ref_update_interval == model.ref_update_interval  # left as it was
     assert held.num_timesteps == 2 * 50  # one sim group rollout (sim_every=2 of 3 updates)
+    for key, value in held.ref_policy.state_dict().items():  # the deployed policy stayed the reference
+        assert th.equal(value, model.policy.state_dict()[key]), key
+    # the minibatch order comes from the given generator, never torch's global RNG
+    runs = []
+    for global_seed in (1, 2):
+        th.manual_seed(global_seed)
+        again = copy.deepcopy(model)
+        finetune_on_samples(again, samples, n_updates=2, generator=th.Generator().manual_seed(7))
+        runs.append({k: v.detach().clone() for k, v in again.policy.named_parameters()})
+    assert all(th.equal(runs[0][k], runs[1][k]) for k in runs[0])

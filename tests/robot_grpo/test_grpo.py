@@ -117,7 +117,7 @@ def test_kl_spike_rolls_back_to_the_last_good_weights_and_halves_the_lr():
     for name, value in params(model).items():
         assert th.equal(value, before[name]), name
     assert model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(0.25)
-    assert model.logger.name_to_value["train/lr"] == pytest.approx(0.25)
+    assert model.logger.name_to_value["train/learning_rate"] == pytest.approx(0.25)
     model.learn(G * N_GROUPS * EP_STEPS, reset_num_timesteps=False)  # the halving persists (and may repeat)
     assert model.policy.optimizer.param_groups[0]["lr"] <= 0.25
 
@@ -147,12 +147,14 @@ def test_logger_records_the_issue_keys(tmp_path):
     expected = {
         "train/approx_kl",
         "train/clip_fraction",
-        "train/entropy",
-        "train/kl_ref",
+        "train/entropy_loss",
         "train/grad_norm",
-        "train/lr",
+        "train/learning_rate",
+        "train/policy_gradient_loss",
+        "train/std",
         "rollout/success_rate",
         "rollout/ep_rew_mean",
+        "rollout/ep_len_mean",
         "rollout/zero_std_groups",
         "hindsight/weight_mean",
         "hindsight/relabelled_success",
@@ -250,3 +252,50 @@ def test_learns_delayed_fetch_reach_k2():
             obs, _, _, infos = eval_env.step(model.predict(obs, deterministic=True)[0])
         rates.append(float(np.mean([info["is_success"] for info in infos])))
     assert rates[-1] >= 0.9, rates
+
+
+def test_train_on_samples_is_one_update_with_terms_for_that_update_only():
+    class Pull:
+        name = "pull"
+
+        def __call__(self, policy):
+            return (policy.log_std - 1.0).square().sum()
+
+    model = small_model()
+    ref_before = {k: v.clone() for k, v in model.ref_policy.state_dict().items()}
+    rows = model.rollout_samples()  # one group rollout, no update
+    assert model.num_timesteps == G * N_GROUPS * EP_STEPS and model._n_updates == 0
+    before = params(model)
+    logged = model.train_on_samples(rows, extra_loss_terms=[Pull()])
+    assert "train/extra/pull" in logged and model._n_updates == 1
+    assert any(not th.equal(v, before[k]) for k, v in params(model).items())
+    assert model.extra_loss_terms == []  # the term was for that update only
+    for key, value in model.ref_policy.state_dict().items():  # the rows carry their own reference log-probs
+        assert th.equal(value, ref_before[key]), key
+    with pytest.raises(ValueError, match="name"):
+        model.train_on_samples(rows, extra_loss_terms=[lambda policy: policy.log_std.sum()])
+
+
+def test_max_log_std_bounds_the_learned_noise_on_a_linear_schedule():
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Watch(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def _on_rollout_start(self):
+            self.seen.append(float(self.model.policy.log_std.max()))
+
+        def _on_step(self):
+            return True
+
+    # budget of 2 updates, start -0.4 (above the -0.5 init), end -1.0: after update 1 (progress remaining 0.5) the
+    # bound is -0.7, after update 2 (progress 0) it is -1.0
+    model, watch = small_model(max_log_std=[-0.4, -1.0]), Watch()
+    model.learn(2 * G * N_GROUPS * EP_STEPS, callback=watch)
+    assert watch.seen[0] == pytest.approx(-0.5)  # the init is below the start of the bound: untouched
+    assert watch.seen[1] == pytest.approx(-0.7)
+    assert float(model.policy.log_std.max()) == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match=r"\[start, end\]"):
+        small_model(max_log_std=[-0.5, -1.0, -2.0])

@@ -130,3 +130,49 @@ def test_config_rejects_bad_values():
         HindsightConfig(n_sampled_goal=0)
     with pytest.raises(ValueError, match="is_clip"):
         HindsightConfig(is_clip=-math.inf)
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_goals_the_start_already_satisfies_can_be_skipped(skip):
+    # Group 0: members 0-2 never move (their final achieved goal is the start, 0.0), member 3 walks to 0.3 m.
+    # Group 1: every member walks to its own far point. "final" with K=4 uses every member's final goal once:
+    # 3 of group 0's goals are satisfied at the start, so only the mover's goal is kept for group 0.
+    buf, policy, env = _goal_buffer(n_sampled_goal=G, skip_start_goals=skip)
+    rng = np.random.default_rng(0)
+    start = np.zeros((N_GROUPS * G, D_GOAL))
+    start[G:] = 0.05  # group 1 starts elsewhere
+    ends = start.copy()
+    ends[G - 1] = 0.3  # the mover of group 0
+    ends[G:] = 0.05 + np.arange(1, G + 1)[:, None] * 0.1
+    for t in range(T):
+        obs = rng.normal(size=(N_GROUPS * G, buf.obs_dim)).astype(np.float32)
+        obs[:, -2 * D_GOAL : -D_GOAL] = start + (ends - start) * t / T  # achieved goal before the step
+        achieved_next = start + (ends - start) * (t + 1) / T
+        buf.add(obs, rng.normal(size=(N_GROUPS * G, 3)), -np.ones(N_GROUPS * G), achieved_next)
+    stats = buf.compute(policy, policy, env.compute_reward, np.random.default_rng(1))
+    n_orig, per_copy = T * N_GROUPS * G, T * G
+    kept_copies = (1 + G) if skip else 2 * G
+    assert buf.n_samples == n_orig + kept_copies * per_copy
+    assert stats["hindsight/kept_goals"] == pytest.approx(kept_copies / (2 * G))
+    if skip:  # group 0's only relabelled goal is where the mover ended
+        goals = buf._samples.observations[n_orig:, -D_GOAL:].numpy()
+        assert np.isclose(goals, 0.3).all(axis=1).any() and not np.isclose(goals, 0.0).all(axis=1).any()
+
+
+def test_a_group_whose_own_goal_holds_at_the_start_does_not_train_on_it():
+    # Group 0's goal is its start (satisfied before any action); group 1's goal is 0.2 m away.
+    buf, policy, env = _goal_buffer(n_sampled_goal=1, skip_start_goals=True)
+    rng = np.random.default_rng(0)
+    start = np.zeros((N_GROUPS * G, D_GOAL))
+    goal = np.repeat(np.array([[0.0, 0.0, 0.0], [0.2, 0.2, 0.2]]), G, axis=0)
+    for t in range(T):
+        obs = rng.normal(size=(N_GROUPS * G, buf.obs_dim)).astype(np.float32)
+        obs[:, -2 * D_GOAL : -D_GOAL] = start
+        obs[:, -D_GOAL:] = goal
+        walked = start + 0.05 * (t + 1) * rng.uniform(0.5, 1.0, size=start.shape)  # every member moves
+        buf.add(obs, rng.normal(size=(N_GROUPS * G, 3)), -np.ones(N_GROUPS * G), walked)
+    buf.compute(policy, policy, env.compute_reward, np.random.default_rng(1))
+    goals = buf._samples.observations[:, -D_GOAL:].numpy()
+    original_rows = np.isclose(goals, 0.0).all(axis=1).sum()
+    assert original_rows == 0  # group 0's original-goal rows were dropped ...
+    assert np.isclose(goals, 0.2).all(axis=1).sum() == T * G  # ... group 1's stayed

@@ -123,3 +123,24 @@ def test_policy_rejects_unbounded_or_discrete_actions():
         GoalGaussianPolicy(env.observation_space, spaces.Discrete(3), lambda _: 1e-3)
     with pytest.raises(ValueError, match="finite bounds"):
         GoalGaussianPolicy(env.observation_space, spaces.Box(-np.inf, np.inf, (3,)), lambda _: 1e-3)
+
+
+@pytest.mark.parametrize("preserve", [True, False])
+def test_normalizer_update_preserves_the_function_when_asked(preserve):
+    policy, env = _policy(seed=3, norm_preserve_outputs=preserve)
+    first = th.as_tensor(flatten_obs_np(_obs_batch(env, 32)))
+    policy.update_normalizer(first)  # the first update: nothing trained to preserve yet
+    rng = np.random.default_rng(0)
+    probe = first[:8]
+    with th.no_grad():
+        before = policy.distribution_params(probe)[0].clone()
+    shifted = first + th.as_tensor(rng.normal(0.05, 0.02, size=first.shape), dtype=th.float32)  # stats move
+    policy.update_normalizer(shifted)
+    with th.no_grad():
+        after = policy.distribution_params(probe)[0]
+        z = policy.obs_normalizer(probe)
+    assert float(z.abs().max()) < policy.norm_clip  # no input clipped: the compensation is exact up to rounding
+    if preserve:
+        th.testing.assert_close(after, before, rtol=1e-4, atol=1e-5)
+    else:
+        assert not th.allclose(after, before, rtol=1e-4, atol=1e-5)

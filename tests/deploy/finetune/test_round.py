@@ -10,6 +10,7 @@ import pytest
 import torch as th
 
 import envs  # noqa: F401  (registers PointReach-v0)
+from deploy.ewc_file import ewc_from_bytes
 from deploy.export.exporter import EwcAnchor, export_package
 from deploy.finetune.gate import GateConfig
 from deploy.finetune.promote import PackageStore, promote_if_passed
@@ -17,7 +18,6 @@ from deploy.finetune.round import RoundConfig, run_round, sim_fisher_anchor
 from deploy.runtime.package import EWC_FILE
 from deploy.runtime.safety import SafetyLimits
 from deploy.runtime.ticklog import TickLogWriter, TickRecord
-from robot_grpo.ewc import EWCPenalty
 from robot_grpo.grpo import GRPO
 
 ENV_KWARGS = {"delay": 1}
@@ -72,11 +72,12 @@ def test_round_exports_gates_and_promotes_with_a_moved_ewc_anchor(tmp_path: Path
     promoted = store.load_current()
     assert promoted.manifest["provenance"]["finetuned_from"] == "v1"
     # Online EWC: the new anchor is the fine-tuned weights; the Fisher is gamma * F_old + F_new >= gamma * F_old.
-    ewc = EWCPenalty.from_bytes(promoted.read_verified(EWC_FILE))
+    ewc = ewc_from_bytes(promoted.read_verified(EWC_FILE))
+    assert (ewc.consolidations, ewc.lam, ewc.gamma) == (1, 5.0, 0.5)  # the round is counted in the file
     for name, p in running.policy.named_parameters():
-        np.testing.assert_allclose(ewc.anchor[name].numpy(), p.detach().numpy(), rtol=1e-6, atol=1e-7)
-        assert np.all(ewc.fisher[name].numpy() >= 0.5 * fisher[name] - 1e-6)
-    moved = sum(float(np.abs(ewc.anchor[k].numpy() - params[k]).sum()) for k in params)
+        np.testing.assert_allclose(ewc.params[name], p.detach().numpy(), rtol=1e-6, atol=1e-7)
+        assert np.all(ewc.fisher[name] >= 0.5 * fisher[name] - 1e-6)
+    moved = sum(float(np.abs(ewc.params[k] - params[k]).sum()) for k in params)
     assert moved > 0
     assert [e["event"] for e in store.history()][-2:] == ["install", "promote"]
 

@@ -1,0 +1,64 @@
+"""Delayed-action Fetch tasks beyond Reach: gymnasium-robotics' FetchPush / FetchPickAndPlace / FetchSlide (v4),
+their commands ``k`` control steps late, with snapshots for GRPO's group resets.
+
+Built from the generic pieces any MuJoCo env can use: ``with_snapshots(ActionDelay(gym.make(task)))``. The task's
+own TimeLimit (``episode_steps``, 50) sits inside the snapshot wrapper, so a restore also restores the step count; the
+ids are registered without an outer TimeLimit for that reason (GRPO reads the wrapper's ``max_episode_steps``).
+DelayedFetchReach-v0 stays ``envs.delayed_fetch_reach`` (the robot task, with its calibration file and contract).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import gymnasium as gym
+
+if TYPE_CHECKING:
+    from envs.snapshots import SnapshotWrapper
+
+DEFAULT_DELAY = 2  # control steps (80 ms at Fetch's 25 Hz), as DelayedFetchReach-v0
+FETCH_EPISODE_STEPS = 50  # gymnasium-robotics' Fetch time limit
+DELAYED_FETCH_TASKS = {
+    "DelayedFetchPush-v0": "FetchPush-v4",
+    "DelayedFetchPickAndPlace-v0": "FetchPickAndPlace-v4",
+    "DelayedFetchSlide-v0": "FetchSlide-v4",
+}
+
+
+def make_delayed_fetch(
+    task: str,
+    delay: int = DEFAULT_DELAY,
+    delay_range: tuple[int, int] | None = None,
+    distance_threshold: float | None = None,
+    episode_steps: int = FETCH_EPISODE_STEPS,
+    render_mode: str | None = None,
+) -> SnapshotWrapper:
+    """A gymnasium-robotics Fetch task with actuation delay and snapshots.
+
+    :param task: the gymnasium-robotics id, e.g. "FetchPush-v4".
+    :param delay: fixed delay in control steps (ignored when ``delay_range`` is given).
+    :param delay_range: inclusive per-episode delay range in control steps.
+    :param distance_threshold: success radius in metres (None: the task's own, 0.05).
+    :param episode_steps: episode length in control steps: the task's TimeLimit, inside the snapshot wrapper.
+        (``gym.make(id, max_episode_steps=n)`` would add a second TimeLimit outside it, whose count a snapshot
+        cannot carry: fine for group resets, which restore at the start of an episode, but not mid-episode.)
+    :param render_mode: passed to the Fetch env (SB3's make_vec_env asks for "rgb_array").
+    """
+    import gymnasium_robotics  # noqa: F401  (registers the Fetch ids)
+
+    from envs.action_delay import ActionDelay  # MuJoCo is imported when a Fetch env is made, not on `import envs`
+    from envs.snapshots import with_snapshots
+
+    env = gym.make(task, max_episode_steps=episode_steps, render_mode=render_mode)
+    if distance_threshold is not None:
+        if distance_threshold <= 0:
+            raise ValueError(f"distance_threshold must be > 0 metres, got {distance_threshold}")
+        env.unwrapped.distance_threshold = float(distance_threshold)  # the Fetch constructors fix it
+    return with_snapshots(ActionDelay(env, delay=delay, delay_range=delay_range))
+
+
+def register_delayed_fetch_tasks() -> None:
+    """Register the ids of ``DELAYED_FETCH_TASKS`` (idempotent)."""
+    for env_id, task in DELAYED_FETCH_TASKS.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point="envs.delayed_fetch:make_delayed_fetch", kwargs={"task": task})
