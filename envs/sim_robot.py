@@ -83,6 +83,8 @@ class SimFaults:
     :param seq_jump: added once to the sequence counter at the next message (the numbering continues from there).
     :param pending_length: report this many pending sequence numbers instead of the real line (malformed).
     :param drop_estops: ignore the next N e-stop messages from the runtime (lost on the way).
+    :param states_after_home: extra states sent right behind the HOMED one (a streaming robot whose runtime reads
+        late: the HOMED state reaches the runtime in one read with newer ones).
     """
 
     link_cut: bool = False
@@ -97,13 +99,14 @@ class SimFaults:
     seq_jump: int = 0
     pending_length: int | None = None
     drop_estops: int = 0
+    states_after_home: int = 0
 
     def clear(self) -> None:
         self.link_cut = self.nan_state = self.freeze_seq = False
         self.corrupt_prob = 0.0
         self.reply_delay_periods = 0
         self.state_glitch = None
-        self.glitch_frames = self.stamp_frames = self.seq_jump = self.drop_estops = 0
+        self.glitch_frames = self.stamp_frames = self.seq_jump = self.drop_estops = self.states_after_home = 0
         self.stamp_offset_s = 0.0
         self.pending_length = None
 
@@ -335,6 +338,8 @@ class SimRobot:
         self._latest_cmd = None
         self._homed = True
         self._send_state()
+        for _ in range(self.faults.states_after_home):
+            self._send_state()
         return True
 
     def _take_command(self) -> CommandMsg | None:

@@ -27,6 +27,7 @@ episodes in ``episodes.py``; the stop command goes out in ``finally`` and repeat
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import math
@@ -74,6 +75,8 @@ logger = logging.getLogger(__name__)
 Policy = Callable[[np.ndarray], np.ndarray]
 MAX_STATES_PER_TICK = 2  # one command per tick; a second state only to answer a HOMED state without waiting
 ROUND_TRIP_SAMPLES = 16  # HOME round trips remembered for the retry interval
+# Flags that mark a moment (the state right after a HOME), not a level: a state skipped for a newer one hands them on
+EVENT_FLAGS = StateFlags.HOMED
 
 
 class Controller(StateHandling):
@@ -285,6 +288,9 @@ class Controller(StateHandling):
             self._last_state_seq = msg.seq
             if self._fresh is not None:
                 self.counts["skipped_states"] += 1
+                carried = self._fresh[1].flags & EVENT_FLAGS
+                if carried and not msg.flags & carried:  # the newer state also comes after that event
+                    msg = dataclasses.replace(msg, flags=msg.flags | carried)
             self._fresh = (t, msg)
         elif isinstance(msg, EStopMsg):
             self.counts["robot_estops"] += 1
