@@ -39,7 +39,7 @@ import torch as th
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from deploy.contract import ObservationContract, fetch_reach_contract
-from deploy.finetune.dataset import load_log_dataset
+from deploy.finetune.dataset import DEFAULT_TRAINED_ACTION, TRAINED_ACTIONS, load_log_dataset
 from deploy.finetune.gate import closed_loop_eval, sim_in_flight_m
 from deploy.finetune.round import RoundConfig, finetune_from_dataset, sim_fisher_anchor
 from deploy.robot_spec import load_robot_spec
@@ -254,7 +254,7 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
             if rnd > 0:
                 log_path = log_dir / f"seed{seed}_{name}_round{rnd}.tlog"
                 collect_logs(tuned, envs["shifted"], limits, log_path, args.targets, args.attempts, seed + rnd)
-            dataset = load_log_dataset(log_path, contract)
+            dataset = load_log_dataset(log_path, contract, action=args.trained_action)
             config = RoundConfig(
                 group_size=args.attempts,
                 n_updates=args.updates,
@@ -262,6 +262,7 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
                 ewc_gamma=gamma,
                 hindsight_kwargs=hindsight,
                 seed=rnd,
+                trained_action=args.trained_action,
             )
             result = finetune_from_dataset(tuned, dataset, compute_reward, ewc, config)
             ewc = result.ewc
@@ -285,6 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", type=int, default=16, help="distinct targets on the line")
     parser.add_argument("--attempts", type=int, default=8, help="attempts per target and round (= group size)")
     parser.add_argument("--updates", type=int, default=RoundConfig.n_updates, help="GRPO updates per round")
+    parser.add_argument(
+        "--trained-action",
+        choices=TRAINED_ACTIONS,
+        default=DEFAULT_TRAINED_ACTION,
+        help="logged action fine-tuning trains on: the filter's command or the policy's sample",
+    )
     parser.add_argument("--n-sampled-goal", type=int, help="hindsight goals per group (default: the buffer's)")
     parser.add_argument("--rounds", type=int, default=TARGET_ROUNDS)
     parser.add_argument("--lambdas", default=f"{DEFAULT_EWC_LAMBDA:g}", help="EWC lambdas to compare with plain")
@@ -351,7 +358,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Original task: DelayedFetchReach k=2. New condition: delay {cfg['delay']}, actuation gain {cfg['gain']} "
         f"(observation history kept at 2, as the deployed contract builds it). Line: {cfg['targets']} targets x "
         f"{cfg['attempts']} attempts per round, sampled actions behind the safety filter, through the tick log. "
-        f"{cfg['updates']} GRPO updates per round, {cfg['rounds']} round(s). "
+        f"{cfg['updates']} GRPO updates per round on the "
+        f"{cfg.get('trained_action', 'proposed')} actions, {cfg['rounds']} round(s). "
         f"Success = deterministic closed loop through the safety filter, {cfg['eval_episodes']} random-goal episodes "
         "(and the line's targets). Command: "
         f"`{report.get('command', 'benchmarks/continual.py')}`.",

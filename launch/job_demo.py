@@ -196,6 +196,8 @@ def demo(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         calibration=str(drift_path),
         gate_episodes=config["gate_episodes"],
         group_size=config["line_attempts"],
+        ewc_lambda=config["finetune_ewc_lambda"],
+        n_updates=config["finetune_updates"],
     )
     write_resolved(ft, run_dir / "finetune")
     ft_result = finetune(ft, run_dir / "finetune")
@@ -345,7 +347,8 @@ def write_report(results: dict[str, Any], run_dir: Path, total_s: float) -> Path
         "## Online fine-tuning (EWC) and the gate",
         "",
         f"Data: {line['episodes']} logged episodes on the drifted robot (exploration on, lock-step), "
-        f"EWC lambda {ft['ewc_lambda']}. Verdict: **{'promoted' if ft['promoted'] else 'not promoted'}**"
+        f"EWC lambda {ft['ewc_lambda']}, {ft['n_updates']} GRPO updates on the {ft['trained_action']} actions. "
+        f"Verdict: **{'promoted' if ft['promoted'] else 'not promoted'}**"
         + (f" ({'; '.join(gate['reasons'])})" if gate["reasons"] else "")
         + ".",
         "",

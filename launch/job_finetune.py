@@ -40,12 +40,12 @@ def seed_store(store: Any, package: str | Path, checkpoint: str | Path, name: st
     store.promote(name, {"passed": True, "reasons": ["initial package"]})
 
 
-def logged_episode_steps(logs: str | Path, contract: Any, model_steps: int) -> int:
+def logged_episode_steps(logs: str | Path, contract: Any, model_steps: int, action: str = "sent") -> int:
     """Transitions per logged episode to train on: the model's episode length, or the logs' when shorter
     (an episode of N policy ticks yields N - 1 transitions, since the last tick's next state is not logged)."""
     from deploy.finetune.dataset import load_log_dataset
 
-    lengths = [len(ep.actions) for ep in load_log_dataset(logs, contract).episodes]
+    lengths = [len(ep.actions) for ep in load_log_dataset(logs, contract, action=action).episodes]
     if not lengths:
         raise ValueError(f"{logs} holds no complete episode: run the robot with explore: true to collect some")
     return min(model_steps, int(np.median(lengths)))
@@ -76,7 +76,7 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     }
     limits = SafetyLimits.from_spec(spec, running.contract)
     lam = DEFAULT_EWC_LAMBDA if config["ewc_lambda"] is None else config["ewc_lambda"]
-    n_steps = logged_episode_steps(config["logs"], running.contract, model.n_steps)
+    n_steps = logged_episode_steps(config["logs"], running.contract, model.n_steps, config["trained_action"])
     candidate = f"ft-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         report = run_round(
@@ -94,6 +94,7 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
                 ewc_lambda=lam,
                 n_steps=n_steps,
                 seed=config["seed"],
+                trained_action=config["trained_action"],
             ),
             gate_config=GateConfig(n_episodes=config["gate_episodes"]),
             trained_delay_range=widened_delay_range(running.action_delay_steps, spec.delay_range),
@@ -107,6 +108,8 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "current_after": store.current_name(),
         "promoted": store.current_name() == candidate,
         "ewc_lambda": lam,
+        "n_updates": config["n_updates"],
+        "trained_action": config["trained_action"],
         "gate": report.to_dict(),
     }
     (run_dir / "finetune_report.json").write_text(json.dumps(result, indent=2, default=str))

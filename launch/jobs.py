@@ -218,6 +218,12 @@ SCHEMAS: dict[str, Section] = {
             ),
             "ewc_lambda": Field("float", None, low=0.0, nullable=True, doc="EWC strength; 0 = plain; null = default"),
             "n_updates": Field("int", 10, low=1, high=1000, doc="GRPO updates over the logged rows"),
+            "trained_action": Field(
+                "str",
+                "sent",
+                choices=("sent", "proposed"),
+                doc="logged action trained on: the filter's or the policy's",
+            ),
             "group_size": Field("int", 8, low=2, high=256, doc="attempts at one target that form a GRPO group"),
             "gate_episodes": Field("int", 100, low=10, doc="seeded episodes per task and policy in the gate"),
             "seed": Field("int", 0, low=0),
@@ -237,6 +243,8 @@ SCHEMAS: dict[str, Section] = {
             "shift_action_gain": Field("float", 1.5, low=0.5, high=1.5, doc="the robot's drifted actuator gain"),
             "line_targets": Field("int", 16, low=1, doc="targets of the production line (fine-tuning data)"),
             "line_attempts": Field("int", 8, low=2, doc="attempts per target (a GRPO group)"),
+            "finetune_ewc_lambda": Field("float", 10.0, low=0.0, doc="EWC strength of the demo's fine-tuning"),
+            "finetune_updates": Field("int", 20, low=1, high=1000, doc="GRPO updates over the line's logs"),
             "gate_episodes": Field("int", 100, low=10),
             "output": Field("path", "runs"),
         }

@@ -7,11 +7,12 @@ importance weights), whose ``compute`` scores the data under the *deployed* poli
 pi_old) and the reference policy of the KL term (also the deployed one).
 
 Episode layout (one logged episode of N ticks, flat observations in the contract order
-``[observation, achieved_goal, desired_goal]``): the action proposed at tick t moves the robot to the state seen
-at tick t + 1, so an episode yields N - 1 transitions::
+``[observation, achieved_goal, desired_goal]``): the action of tick t moves the robot to the state seen at tick
+t + 1, so an episode yields N - 1 transitions::
 
     observations[t]  = obs_flat[t]                                t = 0 .. N-2
-    actions[t]       = proposed[t]      (the policy's sample, before the safety filter, as GRPO trains on it)
+    actions[t]       = action[t]        (the logged action GRPO trains on: by default the command the safety
+                                         filter sent, see deploy.finetune.dataset)
     achieved_next[t] = obs_flat[t + 1, achieved_goal slice]
     goal             = obs_flat[0, desired_goal slice]
 
@@ -45,7 +46,7 @@ class LoggedEpisode:
 
     :param episode_id: the runtime's episode id.
     :param observations: flat observations before each action, float32 [T, obs_dim].
-    :param actions: actions the policy proposed, float32 [T, action_dim].
+    :param actions: the logged actions trained on (sent by the filter, or proposed), float32 [T, action_dim].
     :param achieved_next: achieved goal after each action, float64 [T, goal_dim] (metres).
     :param goal: the target, float64 [goal_dim] (metres).
     :param interventions: safety-filter interventions during the episode (ticks with a reason).
@@ -66,21 +67,21 @@ class LoggedEpisode:
 def episode_from_ticks(
     episode_id: int,
     obs_flat: np.ndarray,
-    proposed: np.ndarray,
+    actions: np.ndarray,
     goal_dim: int,
     interventions: int = 0,
 ) -> LoggedEpisode:
     """Cut one episode's ticks (in tick order) into transitions.
 
     :param obs_flat: flat observations of the N ticks, [N, obs_dim] (``[observation, achieved, desired]``).
-    :param proposed: the policy's proposed action at each tick, [N, action_dim].
+    :param actions: the action logged at each tick (sent or proposed), [N, action_dim].
     :param goal_dim: length of the achieved / desired goal blocks at the end of ``obs_flat``.
     """
     obs_flat = np.asarray(obs_flat, dtype=np.float32)
-    proposed = np.asarray(proposed, dtype=np.float32)
-    if obs_flat.ndim != 2 or proposed.ndim != 2 or len(obs_flat) != len(proposed):
+    actions = np.asarray(actions, dtype=np.float32)
+    if obs_flat.ndim != 2 or actions.ndim != 2 or len(obs_flat) != len(actions):
         raise ValueError(
-            f"episode {episode_id}: obs_flat {obs_flat.shape} and proposed {proposed.shape} must be [N, D] and "
+            f"episode {episode_id}: obs_flat {obs_flat.shape} and actions {actions.shape} must be [N, D] and "
             "[N, A] with the same number of ticks"
         )
     if len(obs_flat) < 2:
@@ -96,7 +97,7 @@ def episode_from_ticks(
     return LoggedEpisode(
         episode_id=int(episode_id),
         observations=obs_flat[:-1].copy(),
-        actions=proposed[:-1].copy(),
+        actions=actions[:-1].copy(),
         achieved_next=obs_flat[1:, achieved].astype(np.float64),
         goal=goals[0].astype(np.float64),
         interventions=int(interventions),

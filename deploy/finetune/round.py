@@ -26,7 +26,7 @@ from deploy.contract import ObservationContract
 from deploy.ewc_file import ewc_from_bytes
 from deploy.export.exporter import EwcAnchor, ExportConfig, export_package
 from deploy.export.rollouts import collect_observations
-from deploy.finetune.dataset import LogDataset, load_log_dataset
+from deploy.finetune.dataset import DEFAULT_TRAINED_ACTION, LogDataset, check_trained_action, load_log_dataset
 from deploy.finetune.gate import GateConfig, GateReport, run_gate
 from deploy.finetune.promote import PackageStore, promote_if_passed
 from deploy.runtime.package import EWC_FILE, load_package
@@ -57,6 +57,8 @@ class RoundConfig:
     :param sim_every: mix one fresh sim group rollout after every N log updates (0 = logs only).
     :param hindsight_kwargs: options of the hindsight buffer (strategy, n_sampled_goal, ...).
     :param seed: seed of the hindsight goal draws and of the minibatch order (generators of the round's own).
+    :param trained_action: the logged action GRPO trains on, ``"sent"`` (the filter's command, what the robot
+        executed) or ``"proposed"`` (the policy's sample); see ``deploy.finetune.dataset``.
     """
 
     group_size: int = 8
@@ -68,6 +70,10 @@ class RoundConfig:
     sim_every: int = 0
     hindsight_kwargs: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
+    trained_action: str = DEFAULT_TRAINED_ACTION
+
+    def __post_init__(self) -> None:
+        check_trained_action(self.trained_action)
 
 
 @dataclass
@@ -162,7 +168,7 @@ def run_round(
     config = config or RoundConfig()
     running = store.load_current()
     contract: ObservationContract = running.contract
-    dataset = load_log_dataset(log_path, contract)
+    dataset = load_log_dataset(log_path, contract, action=config.trained_action)
     logger.info(
         "finetune: %d logged episodes from %s; %d GRPO updates", len(dataset.episodes), log_path, config.n_updates
     )

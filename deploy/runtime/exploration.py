@@ -4,7 +4,8 @@ GRPO fine-tuning needs groups whose members differ: a deterministic policy repea
 episode every time (zero variance, nothing to learn). With exploration on, each tick proposes
 ``mean + N(0, std^2)`` with the policy's own std (``exp(log_std)`` from the package's EWC anchor), so the logged
 *proposed* action is a sample of the deployed Gaussian policy and the fine-tuner's log-probabilities are exact
-(up to the exported mean's clipping at the action bounds). The safety filter still sees every proposal: noise
+(up to the exported mean's clipping at the action bounds); fine-tuning trains on the filter's sent command by
+default, the proposal on request (``deploy.finetune.dataset``). The safety filter still sees every proposal: noise
 never bypasses the clip, rate limit, workspace barrier or watchdog. Off unless the run asks for it.
 
 numpy only (robot side).

@@ -14,7 +14,9 @@ from deploy.runtime.ticklog import NO_EPISODE, TickLogWriter, TickRecord
 CONTRACT = point_reach_contract(1)  # flat obs: 6 state + 3 history + 3 achieved + 3 desired = 15
 
 
-def record(tick: int, episode: int, flat_dim: int = CONTRACT.flat_dim, reasons=(), stop=False) -> TickRecord:
+def record(
+    tick: int, episode: int, flat_dim: int = CONTRACT.flat_dim, reasons=(), stop=False, sent_scale: float = 1.0
+) -> TickRecord:
     obs = np.full(flat_dim, float(tick), dtype=np.float32)
     obs[-3:] = 0.1 * max(episode, 0)  # desired goal: constant within an episode
     return TickRecord(
@@ -24,7 +26,7 @@ def record(tick: int, episode: int, flat_dim: int = CONTRACT.flat_dim, reasons=(
         obs_flat=obs,
         goal=obs[-3:].astype(np.float64),
         proposed=np.full(3, 0.01 * tick),
-        sent=np.full(3, 0.01 * tick),
+        sent=np.full(3, 0.01 * tick * sent_scale),
         reasons=tuple(reasons),
         latency_s=1e-4,
         jitter_s=0.0,
@@ -48,7 +50,7 @@ def test_log_is_cut_into_episodes_with_interventions(tmp_path: Path) -> None:
     first = data.episodes[0]
     assert first.n_steps == 4  # 5 ticks -> 4 transitions
     assert first.interventions == 2
-    np.testing.assert_allclose(first.actions[:, 0], [0.01, 0.02, 0.03, 0.04], rtol=1e-6)  # the proposed actions
+    np.testing.assert_allclose(first.actions[:, 0], [0.01, 0.02, 0.03, 0.04], rtol=1e-6)  # sent == proposed here
     np.testing.assert_allclose(first.achieved_next[:, 0], [2, 3, 4, 5])  # the achieved goal one tick later
     assert (data.skipped_stopped, data.skipped_wrong_shape, data.n_records) == (1, 1, len(ticks))
     assert data.interventions_per_episode == 1.0
@@ -86,3 +88,18 @@ def test_an_episode_with_a_held_tick_is_skipped_not_a_crash():
     dataset = episodes_from_records(records, contract)
     assert dataset.skipped_held == 1
     assert len(dataset.episodes) == 1
+
+
+def test_fine_tuning_trains_on_the_sent_command_unless_asked_for_the_proposal(tmp_path: Path) -> None:
+    """Where the filter changed the proposal, the sent command (what the robot did) is the trained action by default;
+    ``action="proposed"`` takes the policy's sample; an unknown name is refused naming the choices."""
+    path = tmp_path / "ticks.tlog"
+    with TickLogWriter(path, fsync_interval_s=None) as writer:
+        for t in range(4):
+            writer.append(record(1 + t, 1, reasons=("workspace_barrier",), sent_scale=0.5))  # the barrier halved it
+    sent = load_log_dataset(path, CONTRACT).episodes[0]
+    np.testing.assert_allclose(sent.actions[:, 0], [0.005, 0.01, 0.015], rtol=1e-6)
+    proposed = load_log_dataset(path, CONTRACT, action="proposed").episodes[0]
+    np.testing.assert_allclose(proposed.actions[:, 0], [0.01, 0.02, 0.03], rtol=1e-6)
+    with pytest.raises(ValueError, match="'sent', 'proposed'"):
+        load_log_dataset(path, CONTRACT, action="filtered")
