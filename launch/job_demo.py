@@ -327,6 +327,11 @@ def write_report(results: dict[str, Any], run_dir: Path, total_s: float) -> Path
             rows,
         ),
         "",
+        "Interventions are the filter's, per tick: `workspace_barrier` shortened a command toward a face; "
+        "`outside_workspace` means the worst case of where the gripper may be (the noisy position's bound plus the "
+        "commands in flight at the spec's gain bound) is past a face, so motion further out was refused. Both are "
+        "planning margins, not the arm leaving the box.",
+        "",
         "![tick latency](latency.png)",
     ]
 
