@@ -161,17 +161,22 @@ ROLLOUT_VARIANTS = {"threaded": 0, "ray_1": 1, "ray_2": 2}  # name -> Ray worker
 UPDATE_STEPS = DEFAULT_GROUP_SIZE * DEFAULT_N_GROUPS * EPISODE_STEPS
 
 
+def threaded_envs(env_kwargs: dict[str, Any]) -> Any:
+    """GRPO's default number of envs of ``ENV_ID`` with ``env_kwargs``, stepped on ``ENV_THREADS`` threads."""
+    return make_vec_env(
+        functools.partial(make_env, ENV_ID, env_kwargs),
+        n_envs=DEFAULT_GROUP_SIZE * DEFAULT_N_GROUPS,
+        seed=SEED,
+        vec_env_cls=ThreadedVecEnv,
+        vec_env_kwargs={"n_threads": ENV_THREADS},
+    )
+
+
 def build_variant(workers: int) -> tuple[GRPO, Any]:
     """GRPO with the defaults and the same seed: threaded (workers=0) or on a pool of Ray workers."""
     factory = functools.partial(make_env, ENV_ID, ROLLOUT_ENV_KWARGS)
     if workers == 0:
-        vec_env = make_vec_env(
-            factory,
-            n_envs=DEFAULT_GROUP_SIZE * DEFAULT_N_GROUPS,
-            seed=SEED,
-            vec_env_cls=ThreadedVecEnv,
-            vec_env_kwargs={"n_threads": ENV_THREADS},
-        )
+        vec_env = threaded_envs(ROLLOUT_ENV_KWARGS)
         return GRPO("MultiInputPolicy", vec_env, seed=SEED), vec_env.close
     pool = RolloutWorkerPool(factory, DEFAULT_GROUP_SIZE, workers)
     return DistributedGRPO("MultiInputPolicy", pool, seed=SEED), pool.shutdown
@@ -299,14 +304,7 @@ PROJECTION_MODEL = (
 # Part 3: population ---------------------------------------------------------------------------------------
 def single_learner(total_steps: int, interval: int) -> list[dict[str, float]]:
     """GRPO's defaults on the hard task, evaluated every ``interval`` env steps (evaluation time kept apart)."""
-    factory = functools.partial(make_env, ENV_ID, HARD_ENV_KWARGS)
-    vec_env = make_vec_env(
-        factory,
-        n_envs=DEFAULT_GROUP_SIZE * DEFAULT_N_GROUPS,
-        seed=SEED,
-        vec_env_cls=ThreadedVecEnv,
-        vec_env_kwargs={"n_threads": ENV_THREADS},
-    )
+    vec_env = threaded_envs(HARD_ENV_KWARGS)
     model = GRPO("MultiInputPolicy", vec_env, seed=SEED)
     evaluate = SuccessEvaluator(ENV_ID, HARD_ENV_KWARGS, EVAL_EPISODES)
     curve, train_s, eval_s = [], 0.0, 0.0

@@ -8,24 +8,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-import yaml
+from spec_edit import edited_spec
 
 import envs  # noqa: F401  (registers the ids)
-from deploy.robot_spec import DEFAULT_SIM_SPEC, RobotSpecError
+from deploy.robot_spec import RobotSpecError
 from envs.delayed_fetch_reach import DelayedFetchReachEnv
-
-
-def write_calibration(tmp_path: Path, **changes: Any) -> Path:
-    data = yaml.safe_load(DEFAULT_SIM_SPEC.read_text())
-    for dotted, value in changes.items():
-        node = data
-        *parents, leaf = dotted.split("__")
-        for key in parents:
-            node = node[key]
-        node[leaf] = value
-    path = tmp_path / "robot.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def test_default_is_the_shipped_sim_calibration() -> None:
@@ -37,7 +24,7 @@ def test_default_is_the_shipped_sim_calibration() -> None:
 
 
 def test_delay_and_noise_come_from_the_file(tmp_path: Path) -> None:
-    path = write_calibration(
+    path = edited_spec(
         tmp_path, action_delay__steps=3, action_delay__range=[3, 3], observation_noise_std_m=[0.01, 0.0, 0.002]
     )
     env = gym.make("DelayedFetchReach-v0", spec=str(path)).unwrapped
@@ -50,14 +37,14 @@ def test_delay_and_noise_come_from_the_file(tmp_path: Path) -> None:
 
 def test_the_files_delay_range_is_randomized_over(tmp_path: Path) -> None:
     """deploy/robot_spec.py: ``action_delay.range`` is the inclusive range the sim randomizes over."""
-    path = write_calibration(tmp_path, action_delay__steps=2, action_delay__range=[1, 3])
+    path = edited_spec(tmp_path, action_delay__steps=2, action_delay__range=[1, 3])
     env = DelayedFetchReachEnv(spec=path)
     assert env.delay_range == (1, 3)
     assert {env.reset(seed=s)[1]["delay"] for s in range(30)} == {1, 2, 3}
 
 
 def test_explicit_arguments_override_the_file(tmp_path: Path) -> None:
-    path = write_calibration(tmp_path, action_delay__steps=3, action_delay__range=[1, 3])
+    path = edited_spec(tmp_path, action_delay__steps=3, action_delay__range=[1, 3])
     assert DelayedFetchReachEnv(spec=path, delay=0).delay_range == (0, 0)
     assert DelayedFetchReachEnv(spec=path, delay_range=(2, 4)).delay_range == (2, 4)
     env = DelayedFetchReachEnv(spec=path, obs_noise_std_m=0.005)
@@ -78,7 +65,7 @@ def test_malformed_calibration_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_a_spec_at_another_control_period_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="runs at 0.02 s per control step, the simulated Fetch arm at 0.04 s"):
-        DelayedFetchReachEnv(spec=write_calibration(tmp_path, control_period_s=0.02, plausible_speed_m_s=5.0))
+        DelayedFetchReachEnv(spec=edited_spec(tmp_path, control_period_s=0.02, plausible_speed_m_s=5.0))
 
 
 @pytest.mark.parametrize(
@@ -91,4 +78,4 @@ def test_a_spec_at_another_control_period_is_refused(tmp_path: Path) -> None:
 )
 def test_out_of_range_calibration_names_the_key(tmp_path: Path, changes: dict[str, Any], match: str) -> None:
     with pytest.raises(RobotSpecError, match=match):
-        DelayedFetchReachEnv(spec=write_calibration(tmp_path, **changes))
+        DelayedFetchReachEnv(spec=edited_spec(tmp_path, **changes))

@@ -8,26 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
+from spec_edit import edited_spec
 
-from deploy.robot_spec import DEFAULT_SIM_SPEC
 from launch.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "models" / "default"
-
-
-def spec_file(tmp: Path, name: str = "robot.yaml", **changes) -> Path:
-    data = yaml.safe_load(DEFAULT_SIM_SPEC.read_text())
-    for dotted, value in changes.items():
-        node = data
-        *parents, leaf = dotted.split("__")
-        for key in parents:
-            node = node[key]
-        node[leaf] = value
-    path = tmp / name
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def package_with_extra_file(tmp: Path) -> Path:
@@ -62,18 +48,18 @@ CASES: dict[str, tuple[Case, str]] = {
     ),
     "missing_spec": (lambda t: ["run", "--set", f"calibration={t / 'nope.yaml'}"], "nope.yaml does not exist; run"),
     "spec_version_1": (
-        lambda t: ["run", "--set", f"calibration={spec_file(t, schema_version=1)}"],
+        lambda t: ["run", "--set", f"calibration={edited_spec(t, schema_version=1)}"],
         "'schema_version' = 1: this file has no actuator gain",
     ),
     "spec_misspelt_limit": (
-        lambda t: ["run", "--set", f"calibration={spec_file(t, limits__max_acton=0.5)}"],
+        lambda t: ["run", "--set", f"calibration={edited_spec(t, limits__max_acton=0.5)}"],
         "unknown key 'limits.max_acton'",
     ),
     "robot_delay_6_vs_package_2": (
         lambda t: [
             "run",
             "--set",
-            f"calibration={spec_file(t, action_delay__steps=6, action_delay__ms=240.0, action_delay__range=[6, 6])}",
+            f"calibration={edited_spec(t, action_delay__steps=6, action_delay__ms=240.0, action_delay__range=[6, 6])}",
         ],
         "action delay of 6 control steps (240 ms), package",
     ),

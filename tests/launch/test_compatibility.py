@@ -47,27 +47,18 @@ def test_a_mismatch_names_both_values_and_the_fixes(changes, match):
     assert check_compatibility(spec, package.contract, trained, "models/default", override=True)  # not raised
 
 
+def short_run_args(tmp_path: Path, name: str, **settings: object) -> list[str]:
+    """``robot-grpo run`` on the lock-step simulated robot, 2 short episodes, with ``settings`` (dotted keys as
+    ``robot__delay``) set on top."""
+    base = {"robot__lockstep": "true", "period_s": "0.005", "episodes": "2", "episode_steps": "10"}
+    args = ["run", "--name", name]
+    for key, value in {**base, **settings, "output": tmp_path}.items():
+        args += ["--set", f"{key.replace('__', '.')}={value}"]
+    return args
+
+
 def run_args(tmp_path: Path, spec_path: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--name",
-        "k6",
-        "--set",
-        f"calibration={spec_path}",
-        "--set",
-        "robot.delay=6",
-        "--set",
-        "robot.lockstep=true",
-        "--set",
-        "period_s=0.005",
-        "--set",
-        "episodes=2",
-        "--set",
-        "episode_steps=10",
-        "--set",
-        f"output={tmp_path}",
-        *extra,
-    ]
+    return [*short_run_args(tmp_path, "k6", calibration=spec_path, robot__delay=6), *extra]
 
 
 def test_run_refuses_then_runs_with_the_explicit_override(tmp_path: Path, capsys, caplog):
@@ -94,25 +85,7 @@ def test_run_follows_a_package_store(tmp_path: Path):
     store = PackageStore(tmp_path / "store")
     store.install(PACKAGE, "shipped")
     store.promote("shipped", {"passed": True, "reasons": ["initial"]})
-    args = [
-        "run",
-        "--name",
-        "follow",
-        "--set",
-        f"package={store.resolve_current()}",
-        "--set",
-        f"follow_store={store.root}",
-        "--set",
-        "robot.lockstep=true",
-        "--set",
-        "period_s=0.005",
-        "--set",
-        "episodes=2",
-        "--set",
-        "episode_steps=10",
-        "--set",
-        f"output={tmp_path}",
-    ]
+    args = short_run_args(tmp_path, "follow", package=store.resolve_current(), follow_store=store.root)
     assert main(args) == 0
     report = json.loads((tmp_path / "follow" / "run_report.json").read_text())
     assert report["episodes"] == 2 and report["swaps"] == []
