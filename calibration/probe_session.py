@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from deploy.contract import MAX_DELAY_STEPS, ObservationContract, in_flight_displacement_m
-from deploy.robot_spec import check_safe_name
+from deploy.robot_spec import AXES, check_safe_name
 from deploy.runtime.safety import SafetyLimits, filter_action
 from deploy.wire import (
     CommandMsg,
@@ -34,7 +34,6 @@ from deploy.wire import (
 
 logger = logging.getLogger(__name__)
 
-AXES = 3
 ESTOP_FLAGS = StateFlags.ESTOP_ACTIVE | StateFlags.ESTOP_FROM_ROBOT
 
 

@@ -41,6 +41,7 @@ import numpy as np
 
 from deploy.robot_spec import RobotSpec
 from deploy.wire import (
+    HOLD_SEQ,
     CommandMsg,
     ErrorCode,
     ErrorMsg,
@@ -63,7 +64,6 @@ ROBOT_MODES = ("realtime", "lockstep")
 NO_TRUNCATION_STEPS = 2**62  # the robot never ends an episode by itself; the runtime sends HomeMsg
 IDLE_POLL_S = 0.005  # longest wait for input in lock-step mode, so stop() and fault switches act promptly
 TRACE_LEN = 100_000  # true gripper positions kept for tests (metres)
-HOLD_SEQ = 0  # pending-seq value of a hold the robot inserted itself
 
 
 @dataclass

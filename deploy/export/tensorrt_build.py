@@ -32,10 +32,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from deploy.runtime.backends import DEFAULT_MAX_BATCH, INPUT_NAME
 from deploy.runtime.package import VARIANT_FILES, load_package, sha256_file, write_manifest
 
-INPUT_NAME = "obs"
-DEFAULT_MAX_BATCH = 64
 WORKSPACE_BYTES = 1 << 28  # 256 MiB of builder scratch: plenty for a small MLP, fits a Jetson
 MODES = ("auto", "flag", "strong")
 BUILD_COMMAND = "python -m deploy.export.tensorrt_build {package} --max-batch {max_batch}"

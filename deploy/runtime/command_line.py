@@ -20,9 +20,8 @@ from collections import Counter, OrderedDict
 import numpy as np
 
 from deploy.contract import ActionHistory, ObservationContract, in_flight_displacement_m
-from deploy.wire import seq_newer
+from deploy.wire import HOLD_SEQ, seq_newer
 
-HOLD_SEQ = 0  # a pending slot the robot filled with its own hold
 MIN_SENT_CAPACITY = 64  # commands remembered for matching the robot's reported line
 UNREPORTED_APPLIED_EXTRA = 2  # without a reported line: commands beyond the delay that one state may reflect
 

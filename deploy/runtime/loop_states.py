@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from deploy.runtime.command_line import HOLD_SEQ
 from deploy.runtime.loop_config import HOME_RETRY_ROUND_TRIPS
 from deploy.runtime.policy_guard import OVERRUN
 from deploy.runtime.safety import (
@@ -36,7 +35,7 @@ from deploy.runtime.safety import (
 from deploy.runtime.state_check import Verdict
 from deploy.runtime.state_machine import LoopState
 from deploy.runtime.ticklog import TickRecord
-from deploy.wire import EStopMsg, EStopReason, HomeMsg, StateFlags, StateMsg
+from deploy.wire import HOLD_SEQ, EStopMsg, EStopReason, HomeMsg, StateFlags, StateMsg
 
 if TYPE_CHECKING:
     from deploy.runtime.loop import Controller

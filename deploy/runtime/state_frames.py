@@ -13,8 +13,7 @@ from __future__ import annotations
 import math
 
 from deploy.contract import MAX_DELAY_STEPS, ObservationContract
-from deploy.runtime.command_line import HOLD_SEQ
-from deploy.wire import StateFlags, StateMsg
+from deploy.wire import HOLD_SEQ, StateFlags, StateMsg
 
 STATE_LENGTH = "state_length"
 PENDING_LENGTH = "pending_length"

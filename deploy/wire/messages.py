@@ -18,6 +18,7 @@ SEQ_MODULUS = 2**32
 MAX_VECTOR_LEN = 255  # float64 values in one state or command (length is sent as one byte)
 MAX_TEXT_BYTES = 255  # UTF-8 bytes of an error / ack text (length is sent as one byte)
 MAX_U16 = 2**16 - 1
+HOLD_SEQ = 0  # a pending slot that holds no command of the runtime: the robot filled it with its own hold
 MAX_PENDING = 255  # command sequence numbers in one state (the delay line; length sent as one byte)
 MAX_SEED = 2**64 - 1
 

@@ -19,12 +19,11 @@ from itertools import combinations
 import gymnasium as gym
 import numpy as np
 
-from robot_grpo.policies import flatten_obs_np
+from robot_grpo.policies import LOG_2PI, flatten_obs_np
 
 JS_SAMPLES = 256  # standard-normal draws per state and law
 JS_SEED = 0  # seed of those draws (fixed: the figure is comparable across intervals)
 LN2 = math.log(2.0)
-LOG_2PI = math.log(2.0 * math.pi)
 
 
 def _gaussian_log_density(x: np.ndarray, mean: np.ndarray, log_std: np.ndarray) -> np.ndarray:
