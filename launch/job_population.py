@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from deploy.export.rollouts import closed_loop_success, make_env
+from launch.job_train import RESERVED as TRAIN_RESERVED
 from launch.jobs import write_resolved
 from launch.training import EVAL_SEED_BASE, check_hyperparameters, env_kwargs_from, shipped_action
 
 MUTATED_KEYS = ("learning_rate", "clip_range", "group_size", "ent_coef")
-RESERVED = ("policy", "env", "seed", "tensorboard_log", "verbose", *MUTATED_KEYS)
+RESERVED = (*TRAIN_RESERVED, *MUTATED_KEYS)  # what the job sets itself, and what PBT mutates
 PROBE_SEED = 2_000_000  # probe states of the diversity figure: seeds disjoint from training's and evaluation's
 
 

@@ -19,6 +19,7 @@ import yaml
 
 from deploy.contract import MAX_DELAY_STEPS
 from deploy.robot_spec import SAFE_NAME
+from deploy.runtime.backends import BACKEND_NAMES
 from launch.schema import Field, LaunchError, Section, validate
 
 JOBS = ("train", "eval", "export", "run", "calibrate", "finetune", "demo", "population")
@@ -29,7 +30,6 @@ ENV_IDS = (
     "DelayedFetchPickAndPlace-v0",
     "DelayedFetchSlide-v0",
 )
-BACKENDS = ("ort-cpu", "ort-cuda", "ort-trt", "tensorrt")
 VARIANTS = ("fp32", "fp16", "int8", "engine")
 SCALE_BACKENDS = ("threaded", "ray")
 DEFAULT_PACKAGE = "models/default"
@@ -164,7 +164,7 @@ SCHEMAS: dict[str, Section] = {
     "run": Section(
         {
             "package": Field("path", DEFAULT_PACKAGE, doc="policy package folder"),
-            "backend": Field("str", "ort-cpu", choices=BACKENDS),
+            "backend": Field("str", "ort-cpu", choices=BACKEND_NAMES),
             "variant": Field("str", "fp32", choices=VARIANTS),
             "robot": ROBOT,
             "calibration": Field(
