@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -132,6 +133,29 @@ class ObservationContract:
                 )
         return np.concatenate(parts, axis=-1).astype(np.float32)
 
+    def flat_observation(self, state: np.ndarray, history: ActionHistory, desired_goal: np.ndarray) -> np.ndarray:
+        """``flatten(build(state, history, desired_goal))`` written straight into one float32 vector, without the
+        dict: the control loop's per-tick path (same values bit for bit, a few copies instead of six arrays)."""
+        state_dim, observation_dim, position, flat_dim = self._flat_layout
+        if state.shape != (state_dim,):
+            raise ValueError(f"robot state must have shape ({state_dim},), got {state.shape}")
+        if history.length != self.history_len or history.action_dim != self.action_dim:
+            raise ValueError(
+                f"action history is {history.length}x{history.action_dim}, "
+                f"the contract needs {self.history_len}x{self.action_dim}"
+            )
+        flat = np.empty(flat_dim, dtype=np.float32)
+        flat[:state_dim] = state
+        flat[state_dim:observation_dim] = history.view()
+        flat[observation_dim : observation_dim + self.goal_dim] = state[position]
+        flat[observation_dim + self.goal_dim :] = desired_goal
+        return flat
+
+    @cached_property
+    def _flat_layout(self) -> tuple[int, int, slice, int]:
+        """(state_dim, observation_dim, position slice, flat_dim), computed once."""
+        return self.state_dim, self.observation_dim, slice(*self.position_slice), self.flat_dim
+
     def clip_action(self, action: np.ndarray) -> np.ndarray:
         return np.clip(action, self.action_low, self.action_high)
 
@@ -217,6 +241,12 @@ class ActionHistory:
 
     def flat(self) -> np.ndarray:
         return self._buf.reshape(-1).copy()
+
+    def view(self) -> np.ndarray:
+        """The history flattened, oldest first, without a copy (read-only: valid until the next change)."""
+        view = self._buf.reshape(-1)
+        view.flags.writeable = False
+        return view
 
     def get_state(self) -> np.ndarray:
         return self._buf.copy()

@@ -153,3 +153,34 @@ def test_history_rejects_bad_shapes() -> None:
         history.push(np.float64(1.0))  # a scalar must not silently fill every component
     with pytest.raises(ValueError, match=r"command must have shape \(3,\)"):
         history.push(np.zeros(4))
+
+
+@pytest.mark.parametrize("history_len", [0, 2, 6])
+def test_flat_observation_is_flatten_of_build_bit_for_bit(history_len: int) -> None:
+    """The control loop's one-step path writes the same float32 bytes as ``flatten(build(...))``."""
+    contract = fetch_reach_contract(history_len)
+    rng = np.random.default_rng(history_len)
+    history = ActionHistory(contract.history_len, contract.action_dim)
+    for _ in range(history_len + 1):
+        history.push(rng.uniform(-1.0, 1.0, contract.action_dim))
+    state = rng.normal(size=contract.state_dim) * 1.7  # values that do not fit float32 exactly
+    goal = rng.normal(size=contract.goal_dim)
+    want = contract.flatten(contract.build(state, history, goal))
+    got = contract.flat_observation(state, history, goal)
+    assert got.dtype == np.float32 and got.shape == (contract.flat_dim,)
+    assert got.tobytes() == want.tobytes()
+
+
+def test_flat_observation_rejects_bad_shapes_and_leaves_the_history_alone() -> None:
+    contract = fetch_reach_contract(2)
+    history = ActionHistory(2, contract.action_dim)
+    history.push(np.ones(contract.action_dim))
+    with pytest.raises(ValueError, match="robot state must have shape"):
+        contract.flat_observation(np.zeros(contract.state_dim + 1), history, np.zeros(3))
+    with pytest.raises(ValueError, match="action history is 3x4"):
+        contract.flat_observation(np.zeros(contract.state_dim), ActionHistory(3, 4), np.zeros(3))
+    flat = contract.flat_observation(np.zeros(contract.state_dim), history, np.zeros(3))
+    flat[:] = 7.0  # the result is a new array: writing it cannot change the history
+    np.testing.assert_array_equal(history.get_state(), [np.zeros(4), np.ones(4)])
+    with pytest.raises(ValueError, match="read-only"):
+        history.view()[0] = 1.0

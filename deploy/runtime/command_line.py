@@ -15,6 +15,7 @@ numpy only (robot side).
 
 from __future__ import annotations
 
+import math
 from collections import Counter, OrderedDict
 
 import numpy as np
@@ -32,10 +33,14 @@ class CommandLine:
     :param contract: the policy's contract (history length, action size, metres per unit).
     :param delay_steps: commands in flight to assume when the robot does not report its line (control steps).
     :param counts: the loop's counters (``unknown_pending``, ``line_longer_than_history`` are added here).
+    :param position_dims: how many leading action components are a Cartesian move (default: the goal's size).
     """
 
-    def __init__(self, contract: ObservationContract, delay_steps: int, counts: Counter[str]) -> None:
+    def __init__(
+        self, contract: ObservationContract, delay_steps: int, counts: Counter[str], position_dims: int | None = None
+    ) -> None:
         self.contract = contract
+        self.position_dims = contract.goal_dim if position_dims is None else position_dims
         self.delay_steps = delay_steps
         self.counts = counts
         self.history = ActionHistory(contract.history_len, contract.action_dim)
@@ -43,6 +48,9 @@ class CommandLine:
         self._in_flight = np.zeros((0, contract.action_dim))
         self._sent: OrderedDict[int, np.ndarray] = OrderedDict()  # seq -> command sent (float64)
         self._sent_t: dict[int, float] = {}  # seq -> when it was sent (seconds, the loop's clock)
+        self._sent_length: dict[int, float] = {}  # seq -> Euclidean length of its move (command units), in order
+        bound = max(abs(contract.action_low), abs(contract.action_high))
+        self._unknown_length = 2.0 * bound * math.sqrt(self.position_dims)  # a forgotten command, both ways
         self._timed_seq: int | None = None  # the newest command whose round trip was measured
         self._capacity = max(MIN_SENT_CAPACITY, 4 * contract.history_len)
         self.acked_seq = 0  # newest command the robot reported in its delay line
@@ -73,9 +81,11 @@ class CommandLine:
         at once."""
         self._sent[seq] = command
         self._sent_t[seq] = t_sent
+        self._sent_length[seq] = math.hypot(*command[: self.position_dims].tolist())
         if len(self._sent) > self._capacity:
             old, _ = self._sent.popitem(last=False)
             self._sent_t.pop(old, None)
+            self._sent_length.pop(old, None)
         if not robot_reports_line:
             self.history.push(command)
             self.acked_seq = seq
@@ -135,26 +145,24 @@ class CommandLine:
         """Metres the gripper will still move at nominal gain from the commands in flight."""
         return in_flight_displacement_m(self.in_flight(), self.contract.action_scale_m, dims)
 
-    def applied_between(
+    def applied_length(
         self, old_pending: tuple[int, ...], new_pending: tuple[int, ...], sent_after: int | None
-    ) -> np.ndarray:
-        """``[n, action_dim]`` commands that may have been applied between two states with these reported lines:
-        those in the old line or sent after ``sent_after`` (the last command sent before the old state was taken;
-        None: none) that are no longer in the new line. A command this loop no longer remembers counts as the
-        largest possible, both ways. Without reported lines, any of the last ``delay_steps +
-        UNREPORTED_APPLIED_EXTRA`` commands sent may have been applied."""
+    ) -> float:
+        """Summed Euclidean length (command units, the first ``position_dims`` components) of the commands that may
+        have been applied between two states with these reported lines: those in the old line or sent after
+        ``sent_after`` (the last command sent before the old state was taken; None: none) that are no longer in the
+        new line. A command this loop no longer remembers counts as the largest possible, both ways. Without
+        reported lines, any of the last ``delay_steps + UNREPORTED_APPLIED_EXTRA`` commands sent may have been
+        applied. The lengths were taken when the commands were sent, so this is a few additions per state."""
+        lengths = self._sent_length
         if not (old_pending or new_pending):
-            recent = list(self._sent.values())[-(self.delay_steps + UNREPORTED_APPLIED_EXTRA) :]
-            return np.array(recent) if recent else np.zeros((0, self.contract.action_dim))
+            recent = list(lengths.values())[-(self.delay_steps + UNREPORTED_APPLIED_EXTRA) :]
+            return sum(recent)
         still = set(new_pending)
-        rows = []
+        total = 0.0
         for seq in dict.fromkeys([*old_pending, *self._sent_after(sent_after)]):
             if seq == HOLD_SEQ or seq in still:
                 continue
-            command = self._sent.get(seq)
-            if command is None:
-                bound = max(abs(self.contract.action_low), abs(self.contract.action_high))
-                rows += [np.full(self.contract.action_dim, bound), np.full(self.contract.action_dim, -bound)]
-            else:
-                rows.append(command)
-        return np.array(rows) if rows else np.zeros((0, self.contract.action_dim))
+            length = lengths.get(seq)
+            total += self._unknown_length if length is None else length
+        return total

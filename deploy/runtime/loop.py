@@ -13,7 +13,7 @@ The loop believes nothing it has not checked. Per fresh state:
                 a confirmed restart of the robot's clock and sequence -> hold, then re-home
     in RUN:
     history  <- the robot's reported delay line (StateMsg.pending) mapped to the commands this loop sent
-    obs      =  contract.flatten(contract.build(state, history, goal))
+    obs      =  contract.flat_observation(state, history, goal)   (= flatten(build(...)))
     proposed =  policy(obs)                    (PolicyGuard: NaN/raise/overrun held; too long -> safe stop)
     sent     =  filter_action(position bounds, in flight, proposed, previous, state age, limits)
 
@@ -44,7 +44,7 @@ from deploy.runtime.command_line import CommandLine
 from deploy.runtime.episodes import EpisodeTracker
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop_config import LoopConfig
-from deploy.runtime.loop_states import ACTIVE_MODES, EMPTY, StateHandling
+from deploy.runtime.loop_states import ACTIVE_MODES, EMPTY, ESTOP_ACTIVE, HOMED, StateHandling
 from deploy.runtime.policy_guard import PolicyGuard
 from deploy.runtime.realtime import enter_realtime
 from deploy.runtime.robot_link import RobotLink
@@ -53,7 +53,7 @@ from deploy.runtime.safety import (
     InterventionCounter,
     SafetyLimits,
 )
-from deploy.runtime.state_check import StateChecker
+from deploy.runtime.state_check import StateChecker, Verdict
 from deploy.runtime.state_machine import LoopState, StateMachine
 from deploy.runtime.ticklog import NO_EPISODE, TickLogWriter, TickRecord
 from deploy.runtime.timing import TickStats
@@ -65,7 +65,6 @@ from deploy.wire import (
     HeartbeatMsg,
     Link,
     Message,
-    StateFlags,
     StateMsg,
     seq_newer,
 )
@@ -76,7 +75,7 @@ Policy = Callable[[np.ndarray], np.ndarray]
 MAX_STATES_PER_TICK = 2  # one command per tick; a second state only to answer a HOMED state without waiting
 ROUND_TRIP_SAMPLES = 16  # HOME round trips remembered for the retry interval
 # Flags that mark a moment (the state right after a HOME), not a level: a state skipped for a newer one hands them on
-EVENT_FLAGS = StateFlags.HOMED
+EVENT_FLAGS = HOMED
 
 
 class Controller(StateHandling):
@@ -134,7 +133,7 @@ class Controller(StateHandling):
         )
         self.checker = checker_class(spec, contract, self.period_s, resync_states=self.config.resync_states)
         self.guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock)
-        self.line = CommandLine(contract, spec.delay_range[1], self.counts)
+        self.line = CommandLine(contract, spec.delay_range[1], self.counts, limits.position_dims)
         self.tick = 0
         self._pos = slice(*contract.position_slice)
         self._dims = limits.position_dims
@@ -146,6 +145,7 @@ class Controller(StateHandling):
         self._bounds: tuple[np.ndarray, np.ndarray] | None = None  # where the gripper is, per the last check
         self._last_valid_t = -math.inf  # local time the newest accepted state was made (estimated)
         self._fresh: tuple[float, StateMsg] | None = None
+        self._to_note: tuple[float, StateMsg, Verdict] | None = None  # accepted, its bookkeeping after the answer
         self._generation = 0
         self._window_start = 0.0
         self._next_tick = 0.0
@@ -207,7 +207,7 @@ class Controller(StateHandling):
             while not self._stop_acked and self.robot_link.ok and self._clock() < deadline:
                 self._send(EStopMsg(self._next_seq(), self._clock(), EStopReason.RUNTIME_EXIT))
                 for msg in self.robot_link.poll(self.period_s):
-                    if isinstance(msg, StateMsg) and msg.flags & StateFlags.ESTOP_ACTIVE:
+                    if isinstance(msg, StateMsg) and msg.flags & ESTOP_ACTIVE:
                         self._stop_acked = True
             if not self._stop_acked:
                 self.counts["stop_not_acknowledged"] += 1
@@ -240,6 +240,7 @@ class Controller(StateHandling):
                 self._fresh = None
                 handled += 1
                 record = self._on_state(max(t_read, self._window_start), msg) or record
+                self._note_accepted()
                 if self._commanded or self.sm.state is not LoopState.HOMING:
                     break
                 continue  # a HomeMsg went out this tick: answer the new episode's first state at once
@@ -333,9 +334,9 @@ class Controller(StateHandling):
         command = np.array(action, dtype=np.float64)
         seq = self._next_seq()
         t_sent = self._clock()
-        self.line.sent(seq, command, self._anchor is not None and bool(self._anchor.pending), t_sent)
         self._send(CommandMsg(seq, t_sent, command))
         t_out = self._clock()
+        self.line.sent(seq, command, self._anchor is not None and bool(self._anchor.pending), t_sent)
         self._previous = command
         self._commanded = True
         self.counts["commands"] += 1

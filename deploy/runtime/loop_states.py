@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 EMPTY = np.zeros(0)
+# StateFlags bits as plain ints: ``int & StateFlags.X`` runs enum's Python operators, and a tick tests several bits
+ESTOP_ACTIVE = int(StateFlags.ESTOP_ACTIVE)
+ESTOP_FROM_ROBOT = int(StateFlags.ESTOP_FROM_ROBOT)
+HOMED = int(StateFlags.HOMED)
 ACTIVE_MODES = (LoopState.WAIT_FRESH, LoopState.HOLD, LoopState.HOMING, LoopState.RUN)  # a robot e-stop stops these
 CHECKED_MODES = (LoopState.HOLD, LoopState.HOMING, LoopState.RUN)  # modes where a bad state costs a held tick
 MALFORMED_STATE = "malformed_state"  # reason of a tick whose states were all dropped at decode (state_frames.py)
@@ -53,14 +57,14 @@ class StateHandling:
 
     # A fresh state arrived --------------------------------------------------------------------------------------
     def _on_state(self: Controller, t_in: float, msg: StateMsg) -> TickRecord | None:
-        finite = bool(np.all(np.isfinite(msg.state)))
+        finite = bool(np.isfinite(msg.state).all())
         if not finite:
             self.counts["nan_states"] += 1
         verdict = self._check(msg, t_in) if finite else Verdict(False, "non_finite")
-        if msg.flags & StateFlags.ESTOP_ACTIVE:
+        if msg.flags & ESTOP_ACTIVE:
             self._stop_acked = True
         state = self.sm.state
-        if msg.flags & StateFlags.ESTOP_FROM_ROBOT and state in ACTIVE_MODES:
+        if msg.flags & ESTOP_FROM_ROBOT and state in ACTIVE_MODES:
             self._safe_stop("robot reports an e-stop", send_estop=False)
             return None
         if state is LoopState.SAFE_STOP:
@@ -80,7 +84,7 @@ class StateHandling:
         if state is LoopState.HOLD:
             return self._hold_tick(msg, verdict)
         if state is LoopState.HOMING:
-            if verdict.accepted and msg.flags & StateFlags.HOMED:
+            if verdict.accepted and msg.flags & HOMED:
                 self._round_trips.append(t_in - self._home_sent_t)
                 self._enter(LoopState.RUN, f"episode {self.episodes.current.index} starts")  # type: ignore[union-attr]
                 return self._policy_tick(t_in, msg, verdict)
@@ -91,23 +95,32 @@ class StateHandling:
     def _check(self: Controller, msg: StateMsg, t_in: float) -> Verdict:
         """Run the state checker; an accepted state becomes the anchor and refreshes the watchdog."""
         old_pending = self._anchor.pending if self._anchor is not None else ()
-        applied = self.line.applied_between(old_pending, msg.pending, self._anchor_sent_seq)
-        homed = bool(msg.flags & StateFlags.HOMED)
+        applied = self.line.applied_length(old_pending, msg.pending, self._anchor_sent_seq)
+        homed = bool(msg.flags & HOMED)
         verdict = self.checker.check(msg, t_in, applied, homed, self.robot_link.sent_total)
-        if verdict.clock_corrected:
-            self.counts["clock_offset_corrections"] += 1
         if verdict.accepted or verdict.restart:
             self._anchor = msg
             self._anchor_sent_seq = self.line.last_sent_seq
-            round_trip = self.line.round_trip_s(msg.pending, t_in)
-            if round_trip is not None:
-                self._round_trips.append(round_trip)
             self._bounds = (verdict.low, verdict.high)  # type: ignore[assignment]
             self._last_valid_t = self.checker.robot_time_local(msg.t_s)
-            self.stats.on_robot_state(msg.seq, msg.t_s, restarted=bool(msg.flags & StateFlags.HOMED))
+            self._to_note = (t_in, msg, verdict)
         else:
             self.counts[f"implausible_{verdict.kind}"] += 1
         return verdict
+
+    def _note_accepted(self: Controller) -> None:
+        """Bookkeeping of the last accepted state that its command need not wait for (run after the tick's
+        answer went out): the round trip it reports and the robot's own period jitter."""
+        if self._to_note is None:
+            return
+        t_in, msg, verdict = self._to_note
+        self._to_note = None
+        if verdict.clock_corrected:
+            self.counts["clock_offset_corrections"] += 1
+        round_trip = self.line.round_trip_s(msg.pending, t_in)
+        if round_trip is not None:
+            self._round_trips.append(round_trip)
+        self.stats.on_robot_state(msg.seq, msg.t_s, restarted=bool(msg.flags & HOMED))
 
     def _safe_stop_tick(self: Controller, msg: StateMsg, verdict: Verdict) -> None:
         """SAFE_STOP: repeat the e-stop until acknowledged; recover once acknowledged and the robot answers again."""
@@ -115,7 +128,7 @@ class StateHandling:
             self._send(EStopMsg(self._next_seq(), self._clock(), EStopReason.WATCHDOG))
             self.counts["estop_repeats"] += 1
             return None
-        if verdict.accepted and not msg.flags & StateFlags.ESTOP_FROM_ROBOT and self.config.recover:
+        if verdict.accepted and not msg.flags & ESTOP_FROM_ROBOT and self.config.recover:
             self._enter(LoopState.WAIT_FRESH, "the robot acknowledged the stop and answers again")
             self._enter(LoopState.HOLD, "fresh state")
             self._hold_count = 0
@@ -176,7 +189,7 @@ class StateHandling:
         proposed = self._hold
         fault = ""
         if verdict.accepted:
-            flat = self.contract.flatten(self.contract.build(msg.state, self.line.history, goal))
+            flat = self.contract.flat_observation(msg.state, self.line.history, goal)
             action, fault = self.guard.infer(flat)
             proposed = action if action is not None else self._hold
         age = self._clock() - self._last_valid_t

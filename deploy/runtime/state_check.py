@@ -44,11 +44,10 @@ further from a face than the commands allow.
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
-
-import numpy as np
 
 from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
@@ -161,6 +160,8 @@ class StateChecker:
         self._env_low = [lo - margin - NOISE_SIGMAS * v for lo, v in zip(spec.workspace_low, noise, strict=True)]
         self._env_high = [hi + margin + NOISE_SIGMAS * v for hi, v in zip(spec.workspace_high, noise, strict=True)]
         self._step_m_per_unit = spec.command_scale_m * spec.actuator_gain_max
+        self._speed_m_s = spec.plausible_speed_m_s
+        self._still = [0.0] * self._dims  # the motion of a state with no anchor (never mutated)
         self.anchor: _Seen | None = None
         self.offset_s = math.inf  # local minus robot time of the fastest accepted transit (seconds)
         self._chain: list[_Seen] = []
@@ -187,17 +188,17 @@ class StateChecker:
 
     # The check ----------------------------------------------------------------------------------------------
     def check(
-        self, msg: StateMsg, t_recv: float, applied: np.ndarray, homed: bool = False, prompts: int = 0
+        self, msg: StateMsg, t_recv: float, applied_units: float, homed: bool = False, prompts: int = 0
     ) -> Verdict:
         """Check one fresh, finite state received at local time ``t_recv``.
 
-        :param applied: ``[n, action_dim]`` commands (units) that may have been applied since the anchor
-            (``CommandLine.applied_between``): they bound the motion.
+        :param applied_units: summed Euclidean length (command units, position part) of the commands that may have
+            been applied since the anchor (``CommandLine.applied_length``): they bound the motion.
         :param homed: the state carries the HOMED flag.
         :param prompts: messages the loop has sent so far (a running count): each may be answered.
         """
         position = msg.state[self._pos].tolist()
-        seen = _Seen(msg.seq, msg.t_s, t_recv, position, msg.pending, [0.0] * self._dims, prompts)
+        seen = _Seen(msg.seq, msg.t_s, t_recv, position, msg.pending, self._still, prompts)
         if self._outside_envelope(position):
             return self._reject(seen, OUTSIDE_ENVELOPE)
         anchor = self.anchor
@@ -213,11 +214,11 @@ class StateChecker:
         if homed and self._home_expected:  # the robot went home: a jump to the home pose is expected
             self._home_expected = False
             self._window.clear()
-            return self._accept(seen, None)._replace(clock_corrected=corrected)
+            return self._accept(seen, None, corrected)
         motion = [p - a for p, a in zip(position, anchor.position, strict=True)]
         if self._too_fast(motion, self._elapsed_s(seen, anchor)):
             return self._reject(seen, TOO_FAST)
-        seen.reach = self._reach_m(applied)
+        seen.reach = applied_units * self._step_m_per_unit
         reach = seen.reach + CARRY_FRACTION * math.hypot(*anchor.motion)
         if math.hypot(*motion) > reach + self._motion_margin_m:
             return self._reject(seen, UNEXPLAINED_MOTION)
@@ -225,15 +226,16 @@ class StateChecker:
         if self._exceeds_gain(seen):
             return self._reject(seen, EXCEEDS_GAIN)
         self._window.append(seen)
-        return self._accept(seen, reach)._replace(clock_corrected=corrected)
+        return self._accept(seen, reach, corrected)
 
     # Pieces ---------------------------------------------------------------------------------------------------
     def _outside_envelope(self, position: list[float]) -> bool:
-        return not all(lo <= p <= hi for p, lo, hi in zip(position, self._env_low, self._env_high, strict=True))
+        # map: no Python frame per axis (runs for every state); a NaN compares False, so it is outside
+        return not (all(map(operator.le, self._env_low, position)) and all(map(operator.le, position, self._env_high)))
 
     def _too_fast(self, motion: list[float], elapsed_s: float) -> bool:
         """A move beyond the plausible speed over ``elapsed_s`` seconds, on any axis (noise allowed for)."""
-        limit = self.spec.plausible_speed_m_s * elapsed_s + SPEED_MARGIN_M
+        limit = self._speed_m_s * elapsed_s + SPEED_MARGIN_M
         return any(abs(m) - n > limit for m, n in zip(motion, self._noise_check_m, strict=True))
 
     def _clock_kind(self, seen: _Seen, anchor: _Seen) -> str:
@@ -260,11 +262,6 @@ class StateChecker:
         messages = (seen.seq - anchor.seq) % SEQ_MODULUS
         return max(seen.t_robot - anchor.t_robot, messages * self.spec.control_period_s)
 
-    def _reach_m(self, applied: np.ndarray) -> float:
-        """The furthest (metres, Euclidean) the applied commands can move the arm at the gain bound."""
-        dims = self._dims
-        return sum(math.hypot(*row[:dims]) for row in np.asarray(applied).tolist()) * self._step_m_per_unit
-
     def _exceeds_gain(self, seen: _Seen) -> bool:
         """Over the window ending with ``seen``: the length of the summed motion beyond the summed reach of the
         commands at the gain bound, plus the first step's carry and one margin (a robot faster than its spec)."""
@@ -275,7 +272,7 @@ class StateChecker:
         reach = sum(s.reach for s in window) + CARRY_FRACTION * math.hypot(*window[0].motion)
         return moved > reach + self._motion_margin_m
 
-    def _accept(self, seen: _Seen, reach: float | None) -> Verdict:
+    def _accept(self, seen: _Seen, reach: float | None, clock_corrected: bool = False) -> Verdict:
         """Make ``seen`` the anchor; its bounds: the position, widened toward where the previous anchor plus
         ``reach`` metres (None: no previous anchor) could have taken the arm, and by the noise."""
         transit = seen.t_recv - seen.t_robot
@@ -290,9 +287,9 @@ class StateChecker:
         previous = previous_anchor.position if previous_anchor is not None and reach is not None else seen.position
         reach = reach or 0.0
         sides = list(zip(seen.position, previous, self._noise_bound_m, strict=True))
-        low = tuple(min(p, a - reach) - n for p, a, n in sides)
-        high = tuple(max(p, a + reach) + n for p, a, n in sides)
-        return Verdict(True, low=low, high=high)
+        low = tuple([min(p, a - reach) - n for p, a, n in sides])
+        high = tuple([max(p, a + reach) + n for p, a, n in sides])
+        return Verdict(True, "", False, low, high, clock_corrected)
 
     def _reject(self, seen: _Seen, kind: str) -> Verdict:
         """Reject ``seen``; re-anchor when it completes a consistent chain that a restart explains."""

@@ -1,0 +1,104 @@
+"""StateChecker on hand-made states: what it accepts, what it rejects and why, and the bounds it gives the barrier.
+
+The loop-level behaviour (a lying robot over a real pty) is in test_untrusted_states.py; these pin the arithmetic.
+Spec: the simulated robot's (no noise, gain bound 0.7317, 0.05 m per unit, 40 ms period, 1.3719 m/s).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from deploy.contract import fetch_reach_contract
+from deploy.robot_spec import load_robot_spec
+from deploy.runtime.state_check import (
+    EXCEEDS_GAIN,
+    MOTION_MARGIN_M,
+    OUTSIDE_ENVELOPE,
+    SEQ_BACKWARDS,
+    TIME_AHEAD,
+    UNEXPLAINED_MOTION,
+    StateChecker,
+)
+from deploy.wire import StateMsg
+
+CONTRACT = fetch_reach_contract(2)
+SPEC = load_robot_spec()
+PERIOD_S = SPEC.control_period_s
+STEP_M = SPEC.command_scale_m * SPEC.actuator_gain_max  # metres one full unit command can move the arm
+START = (1.3, 0.75, 0.6)
+
+
+def state_msg(seq: int, position, t_s: float | None = None) -> StateMsg:
+    state = np.zeros(CONTRACT.state_dim)
+    state[:3] = position
+    return StateMsg(seq, seq * PERIOD_S if t_s is None else t_s, state, 0, (0, 0))
+
+
+def anchored() -> StateChecker:
+    checker = StateChecker(SPEC, CONTRACT, PERIOD_S)
+    assert checker.check(state_msg(1, START), t_recv=PERIOD_S + 1e-4, applied_units=0.0).accepted
+    return checker
+
+
+def test_motion_the_commands_explain_is_accepted_with_bounds_toward_the_anchor() -> None:
+    checker = anchored()
+    moved = (START[0] + 0.9 * STEP_M, START[1], START[2])  # 0.9 of what one full command allows
+    verdict = checker.check(state_msg(2, moved), 2 * PERIOD_S + 1e-4, applied_units=1.0)
+    assert verdict.accepted and verdict.kind == ""
+    # the barrier's bounds span the anchor +- the reach, and the measured position (no noise in this spec)
+    assert verdict.low[0] == pytest.approx(START[0] - STEP_M)
+    assert verdict.high[0] == pytest.approx(START[0] + STEP_M)
+    assert verdict.low[1] == pytest.approx(START[1] - STEP_M) and verdict.high[1] == pytest.approx(START[1] + STEP_M)
+
+
+def test_a_glitch_beyond_the_commands_is_unexplained_motion() -> None:
+    checker = anchored()
+    jump = STEP_M + MOTION_MARGIN_M + 0.005  # one command's reach, the margin, 5 mm more
+    verdict = checker.check(state_msg(2, (START[0] + jump, START[1], START[2])), 2 * PERIOD_S, applied_units=1.0)
+    assert not verdict.accepted and verdict.kind == UNEXPLAINED_MOTION
+    # the anchor stays: the next good state is judged against it
+    assert checker.anchor.position == list(START)
+
+
+def test_the_reach_is_the_euclidean_length_of_the_commands() -> None:
+    """A diagonal move of length 1.0 unit is explained by commands of summed length 1.0 (not by axis)."""
+    checker = anchored()
+    d = 0.99 * STEP_M / math.sqrt(3.0)
+    verdict = checker.check(state_msg(2, tuple(p + d for p in START)), 2 * PERIOD_S, applied_units=1.0)
+    assert verdict.accepted
+    checker = anchored()
+    far = (STEP_M + MOTION_MARGIN_M) / math.sqrt(3.0) + 0.003
+    verdict = checker.check(state_msg(2, tuple(p + far for p in START)), 2 * PERIOD_S, applied_units=1.0)
+    assert verdict.kind == UNEXPLAINED_MOTION
+
+
+@pytest.mark.parametrize("bad", [1e30, -1e30, float("nan")])
+def test_a_position_outside_the_envelope_or_nan_is_rejected(bad: float) -> None:
+    checker = anchored()
+    verdict = checker.check(state_msg(2, (bad, START[1], START[2])), 2 * PERIOD_S, applied_units=1.0)
+    assert verdict.kind == OUTSIDE_ENVELOPE
+
+
+def test_time_ahead_and_sequence_backwards() -> None:
+    checker = anchored()
+    ahead = checker.check(state_msg(2, START, t_s=2 * PERIOD_S + 5.0), 2 * PERIOD_S, applied_units=0.0)
+    assert ahead.kind == TIME_AHEAD
+    backwards = checker.check(state_msg(1, START, t_s=3 * PERIOD_S), 3 * PERIOD_S, applied_units=0.0)
+    assert backwards.kind == SEQ_BACKWARDS
+
+
+def test_a_robot_faster_than_its_gain_bound_is_caught_over_the_window() -> None:
+    """Each step moves 1.3x what the bound allows, inside the per-step margin; summed over the window it is not."""
+    checker = anchored()
+    position = list(START)
+    kinds = []
+    for seq in range(2, 12):
+        position[0] += 1.3 * STEP_M * 0.3  # commands of 0.3 units
+        verdict = checker.check(state_msg(seq, position), seq * PERIOD_S, applied_units=0.3)
+        kinds.append(verdict.kind)
+        if not verdict.accepted:
+            break
+    assert kinds[0] == "" and kinds[-1] == EXCEEDS_GAIN
