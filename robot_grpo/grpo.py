@@ -67,7 +67,8 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
     :param clip_range: lower clip epsilon of the ratio (float or schedule, e.g. a linear decay).
     :param clip_range_high: upper clip epsilon (DAPO-style asymmetric clip); None uses ``clip_range``.
     :param max_log_std: upper bound of the policy's log-std, applied after every update: a float, a schedule, or
-        ``[start, end]`` (linear over training, as a launch file writes it); None leaves the learned log-std free.
+        ``[start, end]`` (linear over training, as a launch file writes it), ``[start, end, end_fraction]`` (at its
+        end after that share of training); None leaves the learned log-std free.
         Hindsight with achieved goals does not penalize action noise (a member's own end point is its goal, however
         noisy its path), so on precision tasks the learned std hardly shrinks and the deterministic policy settles
         ~1 cm off the goal (2 cm reach, std 0.6); a falling bound brings the precision back.

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, LinearSchedule
 
 SCHEDULE_KINDS = ("constant", "linear", "cosine")
-LINEAR_PAIR = 2  # [start, end]
+LINEAR_PAIR = 2  # [start, end] (an optional third value is the end fraction)
 Schedule = Callable[[float], float]
 
 
@@ -50,9 +50,16 @@ def make_schedule(value: float | Schedule, kind: str = "constant", end: float = 
 
 
 def log_std_bound(value: float | Sequence[float] | Schedule) -> FloatSchedule:
-    """A bound that may vary with training: a float (constant), ``[start, end]`` (linear) or a schedule."""
+    """A bound that may vary with training: a float (constant), ``[start, end]`` (linear over the whole of training),
+    ``[start, end, end_fraction]`` (linear until ``end_fraction`` of training, then ``end``) or a schedule."""
     if isinstance(value, (list, tuple)):
-        if len(value) != LINEAR_PAIR:
-            raise ValueError(f"a linear schedule is [start, end], got {list(value)}")
-        return make_schedule(float(value[0]), "linear", end=float(value[1]))
+        if len(value) not in (LINEAR_PAIR, LINEAR_PAIR + 1):
+            raise ValueError(f"a linear schedule is [start, end] or [start, end, end_fraction], got {list(value)}")
+        end_fraction = float(value[2]) if len(value) > LINEAR_PAIR else 1.0
+        if not 0.0 < end_fraction <= 1.0:
+            raise ValueError(
+                f"end_fraction (the share of training after which the bound stays at its end) must be in (0, 1], "
+                f"got {end_fraction} in {list(value)}"
+            )
+        return FloatSchedule(LinearSchedule(float(value[0]), float(value[1]), end_fraction))
     return make_schedule(value)

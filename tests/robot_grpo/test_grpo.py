@@ -12,6 +12,7 @@ from stable_baselines3.common.logger import configure
 
 import envs  # noqa: F401  (registers PointReach-v0)
 from robot_grpo import DEFAULT_N_ENVS, GRPO, GroupRolloutBuffer, NonFiniteError
+from robot_grpo.schedules import log_std_bound
 
 G, N_GROUPS, EP_STEPS = 4, 2, 10
 DEFAULT_UPDATE_STEPS = DEFAULT_N_ENVS * 50  # one update: every env runs one 50-step episode
@@ -298,4 +299,15 @@ def test_max_log_std_bounds_the_learned_noise_on_a_linear_schedule():
     assert watch.seen[1] == pytest.approx(-0.7)
     assert float(model.policy.log_std.max()) == pytest.approx(-1.0)
     with pytest.raises(ValueError, match=r"\[start, end\]"):
+        small_model(max_log_std=[-0.5, -1.0, 0.5, 1.0])
+    with pytest.raises(ValueError, match=r"end_fraction .* must be in \(0, 1\], got -2.0"):
         small_model(max_log_std=[-0.5, -1.0, -2.0])
+
+
+def test_max_log_std_reaches_its_end_at_the_end_fraction():
+    """[start, end, 0.5]: the bound falls over the first half of training and stays at its end after."""
+    bound = log_std_bound([-0.5, -1.5, 0.5])
+    assert bound(1.0) == pytest.approx(-0.5)
+    assert bound(0.75) == pytest.approx(-1.0)  # a quarter of training done: halfway down
+    assert bound(0.5) == pytest.approx(-1.5)
+    assert bound(0.1) == pytest.approx(-1.5)
