@@ -103,7 +103,7 @@ def test_a_lossy_link_still_serves_every_episode(tmp_path: Path):
         "--set",
         "robot.byte_error_rate=0.01",
         "--set",
-        "period_s=0.005",
+        "period_s=0.01",
         "--set",
         "episodes=8",
         "--set",
