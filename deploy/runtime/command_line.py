@@ -17,11 +17,22 @@ from __future__ import annotations
 
 import math
 from collections import Counter, OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 
 from deploy.contract import ActionHistory, ObservationContract, in_flight_displacement_m
 from deploy.wire import HOLD_SEQ, seq_newer
+
+
+class SentCommand(NamedTuple):
+    """One command the loop sent: the command (units, float64), when (seconds, the loop's clock) and the Euclidean
+    length of its move (command units, the first ``position_dims`` components)."""
+
+    command: np.ndarray
+    t_s: float
+    length: float
+
 
 MIN_SENT_CAPACITY = 64  # commands remembered for matching the robot's reported line
 UNREPORTED_APPLIED_EXTRA = 2  # without a reported line: commands beyond the delay that one state may reflect
@@ -46,9 +57,7 @@ class CommandLine:
         self.history = ActionHistory(contract.history_len, contract.action_dim)
         self._hold = contract.hold()
         self._in_flight = np.zeros((0, contract.action_dim))
-        self._sent: OrderedDict[int, np.ndarray] = OrderedDict()  # seq -> command sent (float64)
-        self._sent_t: dict[int, float] = {}  # seq -> when it was sent (seconds, the loop's clock)
-        self._sent_length: dict[int, float] = {}  # seq -> Euclidean length of its move (command units), in order
+        self._sent: OrderedDict[int, SentCommand] = OrderedDict()  # seq -> what was sent, in sending order
         bound = max(abs(contract.action_low), abs(contract.action_high))
         self._unknown_length = 2.0 * bound * math.sqrt(self.position_dims)  # a forgotten command, both ways
         self._timed_seq: int | None = None  # the newest command whose round trip was measured
@@ -64,12 +73,12 @@ class CommandLine:
         """Seconds from sending the newest command in ``pending`` to receiving the state that first reports it
         (None when there is no new one): the link's round trip, including the robot's wait for its next step."""
         newest = next((seq for seq in reversed(pending) if seq != HOLD_SEQ), None)
-        if newest is None or newest not in self._sent_t:
+        if newest is None or newest not in self._sent:
             return None
         if self._timed_seq is not None and not seq_newer(newest, self._timed_seq):
             return None
         self._timed_seq = newest
-        return t_in - self._sent_t[newest]
+        return t_in - self._sent[newest].t_s
 
     @property
     def last_sent_seq(self) -> int | None:
@@ -79,13 +88,9 @@ class CommandLine:
     def sent(self, seq: int, command: np.ndarray, robot_reports_line: bool, t_sent: float = 0.0) -> None:
         """Remember a command just sent (float64) and when (seconds); without a reported line it enters the history
         at once."""
-        self._sent[seq] = command
-        self._sent_t[seq] = t_sent
-        self._sent_length[seq] = math.hypot(*command[: self.position_dims].tolist())
+        self._sent[seq] = SentCommand(command, t_sent, math.hypot(*command[: self.position_dims].tolist()))
         if len(self._sent) > self._capacity:
-            old, _ = self._sent.popitem(last=False)
-            self._sent_t.pop(old, None)
-            self._sent_length.pop(old, None)
+            self._sent.popitem(last=False)
         if not robot_reports_line:
             self.history.push(command)
             self.acked_seq = seq
@@ -107,11 +112,10 @@ class CommandLine:
             )
         rows = np.empty((len(pending), self.contract.action_dim))
         for i, seq in enumerate(pending):
-            command = self._sent.get(seq) if seq != HOLD_SEQ else self._hold
-            if command is None:
+            sent = self._sent.get(seq) if seq != HOLD_SEQ else None
+            if seq != HOLD_SEQ and sent is None:
                 self.counts["unknown_pending"] += 1
-                command = self._hold
-            rows[i] = command
+            rows[i] = self._hold if sent is None else sent.command
             if seq != HOLD_SEQ and seq_newer(seq, self.acked_seq):
                 self.acked_seq = seq
         if len(pending) > history_len:
@@ -129,7 +133,7 @@ class CommandLine:
         else:
             line = self._in_flight
         unreported = self._sent_after(self.acked_seq)
-        return np.vstack([line, *(self._sent[seq] for seq in unreported)]) if unreported else line
+        return np.vstack([line, *(self._sent[seq].command for seq in unreported)]) if unreported else line
 
     def _sent_after(self, seq: int | None) -> list[int]:
         """Sequence numbers of the commands sent after ``seq`` (all remembered ones for None), newest first. The
@@ -154,15 +158,15 @@ class CommandLine:
         new line. A command this loop no longer remembers counts as the largest possible, both ways. Without
         reported lines, any of the last ``delay_steps + UNREPORTED_APPLIED_EXTRA`` commands sent may have been
         applied. The lengths were taken when the commands were sent, so this is a few additions per state."""
-        lengths = self._sent_length
+        sent_table = self._sent
         if not (old_pending or new_pending):
-            recent = list(lengths.values())[-(self.delay_steps + UNREPORTED_APPLIED_EXTRA) :]
-            return sum(recent)
+            recent = list(sent_table.values())[-(self.delay_steps + UNREPORTED_APPLIED_EXTRA) :]
+            return sum(sent.length for sent in recent)
         still = set(new_pending)
         total = 0.0
         for seq in dict.fromkeys([*old_pending, *self._sent_after(sent_after)]):
             if seq == HOLD_SEQ or seq in still:
                 continue
-            length = lengths.get(seq)
-            total += self._unknown_length if length is None else length
+            sent = sent_table.get(seq)
+            total += self._unknown_length if sent is None else sent.length
         return total
