@@ -52,16 +52,17 @@ def test_removing_a_node_mid_training_gives_the_undisturbed_weights(two_nodes):
     undisturbed = weights(train(n_workers=2, updates=3))
 
     pool = RolloutWorkerPool(point_factory, G, 2)
-    nodes = {
+    node_of_worker = [
         ray.get(actor.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id()))
         for actor in pool.actors()
-    }
-    assert len(nodes) == 2  # one worker on each node
+    ]
+    assert len(set(node_of_worker)) == 2  # one worker on each node; Ray picks which
+    on_second_node = node_of_worker.index(second.node_id)
     remove = RemoveNodeBeforeRollout(cluster, second, update=1)
     model = DistributedGRPO("MultiInputPolicy", pool, seed=SEED, **SMALL)
     try:
         model.learn(3 * UPDATE_STEPS, callback=remove)
-        assert remove.removed and pool.lost == [1] and pool.n_alive == 1  # the second node's worker is gone
+        assert remove.removed and pool.lost == [on_second_node] and pool.n_alive == 1  # only that node's worker is gone
     finally:
         pool.shutdown()
     assert model._n_updates == 3
