@@ -85,6 +85,8 @@ class SimFaults:
     :param drop_estops: ignore the next N e-stop messages from the runtime (lost on the way).
     :param states_after_home: extra states sent right behind the HOMED one (a streaming robot whose runtime reads
         late: the HOMED state reaches the runtime in one read with newer ones).
+    :param lose_homed_states: the next N HOMED states are lost on the way (numbered, never delivered): the runtime
+        sees the arm at the home pose in states without the flag.
     """
 
     link_cut: bool = False
@@ -100,6 +102,7 @@ class SimFaults:
     pending_length: int | None = None
     drop_estops: int = 0
     states_after_home: int = 0
+    lose_homed_states: int = 0
 
     def clear(self) -> None:
         self.link_cut = self.nan_state = self.freeze_seq = False
@@ -107,6 +110,7 @@ class SimFaults:
         self.reply_delay_periods = 0
         self.state_glitch = None
         self.glitch_frames = self.stamp_frames = self.seq_jump = self.drop_estops = self.states_after_home = 0
+        self.lose_homed_states = 0
         self.stamp_offset_s = 0.0
         self.pending_length = None
 
@@ -408,6 +412,9 @@ class SimRobot:
         msg = StateMsg(self._next_seq(), self._now(), state, int(flags), pending)
         self._last_state = msg
         self.sent_states.append(msg)
+        if flags & StateFlags.HOMED and self.faults.lose_homed_states > 0:
+            self.faults.lose_homed_states -= 1
+            return
         self._emit(msg)
 
     def _emit(self, msg: Message) -> None:

@@ -23,6 +23,11 @@ used to plan (the loop holds and counts it). The checks, against the last accept
   the length of the motion is bounded by the length of the commands. Margins include ``NOISE_SIGMAS`` standard
   deviations of the spec's noise.
 
+Homing: after a HOME is sent the robot moves (or, simulated, jumps) to its home pose by itself, so until its HOMED
+state is accepted the motion checks are off (envelope, time and sequence still apply). The HOMED state itself may be
+lost on the link: the states behind it show the arm at home without the flag. Those are accepted, never planned
+with (the loop only plans once the HOMED state comes; it resends HOME meanwhile), and not mistaken for glitches.
+
 Recovery: rejected states form a candidate chain. When ``resync_states`` of them in a row are consistent with each
 other but the break with the anchor is in time or sequence (the robot restarted: its clock and counter began
 again, or one bad stamp shifted them), the checker re-anchors on the chain and reports ``restart``: the loop holds
@@ -179,7 +184,8 @@ class StateChecker:
         self._home_expected = False
 
     def expect_home(self) -> None:
-        """A HOME was sent: the next state flagged HOMED may be anywhere in the envelope (the home pose)."""
+        """A HOME was sent: until a state flagged HOMED is accepted, states may be anywhere in the envelope (the arm
+        moves home by itself; the HOMED state may be lost)."""
         self._home_expected = True
 
     def robot_time_local(self, t_robot: float) -> float:
@@ -211,8 +217,8 @@ class StateChecker:
             kind, corrected = self._clock_kind(seen, anchor), True
         if kind:
             return self._reject(seen, kind)
-        if homed and self._home_expected:  # the robot went home: a jump to the home pose is expected
-            self._home_expected = False
+        if self._home_expected:  # the robot moves home on its own: no command explains that motion
+            self._home_expected = not homed  # until its HOMED state arrives (that one may have been lost)
             self._window.clear()
             return self._accept(seen, None, corrected)
         motion = [p - a for p, a in zip(position, anchor.position, strict=True)]

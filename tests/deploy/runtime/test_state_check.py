@@ -22,7 +22,7 @@ from deploy.runtime.state_check import (
     UNEXPLAINED_MOTION,
     StateChecker,
 )
-from deploy.wire import StateMsg
+from deploy.wire import StateFlags, StateMsg
 
 CONTRACT = fetch_reach_contract(2)
 SPEC = load_robot_spec()
@@ -102,3 +102,18 @@ def test_a_robot_faster_than_its_gain_bound_is_caught_over_the_window() -> None:
         if not verdict.accepted:
             break
     assert kinds[0] == "" and kinds[-1] == EXCEEDS_GAIN
+
+
+def test_after_a_home_the_arm_may_be_anywhere_until_the_homed_state_comes() -> None:
+    """After a HOME the arm moves by itself: a jump no command explains is accepted (the HOMED state may have been
+    lost) until a HOMED state is accepted; from then on motion is checked again. Envelope and time still apply."""
+    checker = anchored()
+    checker.expect_home()
+    home = (START[0] + 0.1, START[1] - 0.1, START[2])  # 14 cm away: far beyond one command and the margin
+    assert checker.check(state_msg(2, home), 2 * PERIOD_S, applied_units=0.0).accepted  # no HOMED flag: lost
+    assert checker.check(state_msg(3, (1e30, 0.0, 0.0)), 3 * PERIOD_S, 0.0).kind == OUTSIDE_ENVELOPE
+    assert checker.check(state_msg(4, home, t_s=PERIOD_S), 4 * PERIOD_S, 0.0).kind == "time_backwards"
+    homed = StateMsg(5, 5 * PERIOD_S, state_msg(5, home).state, int(StateFlags.HOMED), (0, 0))
+    assert checker.check(homed, 5 * PERIOD_S, applied_units=0.0, homed=True).accepted
+    away = (home[0] + 0.04, home[1], home[2])  # slower than the plausible speed, but no command explains it
+    assert checker.check(state_msg(6, away), 6 * PERIOD_S, applied_units=0.0).kind == UNEXPLAINED_MOTION

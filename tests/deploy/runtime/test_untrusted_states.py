@@ -206,3 +206,27 @@ def test_a_homed_state_read_together_with_newer_ones_still_starts_the_episode(tm
     assert report.counts.get("safe_stops", 0) == 0
     assert report.counts.get("home_retries", 0) == 0
     assert len(report.episodes) == N_GOALS and all(not e.aborted for e in report.episodes)
+
+
+def test_a_lost_homed_state_costs_a_home_retry_not_a_safe_stop(tmp_path: Path):
+    """The HOMED state of episode 1 is lost on the link: the states after it show the arm back at the home pose
+    without the flag. That jump is the robot's own homing, not an unexplained motion: no implausible state, no safe
+    stop; the loop resends HOME and every episode is served."""
+    robot = SimRobot(mode="lockstep", delay=DELAY, seed=1, control_period_s=PERIOD_S)
+    lost = []
+
+    def lose_the_next_homed_state(controller: Controller, record) -> None:
+        if not lost and controller.sm.state is LoopState.RUN and controller.episodes.steps >= EPISODE_STEPS // 2:
+            robot.faults.lose_homed_states = 1  # the arm is far from home by now: the jump home is large
+            lost.append(controller.tick)
+
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, hold_ticks=3, max_ticks=1200)
+    run = run_loop(
+        Push(TOWARD_MINUS_Y), seeded_goals(list(range(N_GOALS))), config, SPEC, robot, lose_the_next_homed_state
+    )
+    report = run.report
+    assert lost and robot.faults.lose_homed_states == 0  # the HOMED state really was lost
+    assert not [k for k in report.counts if k.startswith("implausible_")], report.counts
+    assert report.counts.get("safe_stops", 0) == 0
+    assert report.counts.get("home_retries", 0) >= 1
+    assert len(report.episodes) == N_GOALS and all(not e.aborted for e in report.episodes)
