@@ -118,7 +118,7 @@ class StateHandling:
         if verdict.clock_corrected:
             self.counts["clock_offset_corrections"] += 1
         round_trip = self.line.round_trip_s(msg.pending, t_in)
-        if round_trip is not None:
+        if round_trip is not None and not self.robot_link.arrived_after_loss(msg.seq):  # a lost answer: the wait
             self._round_trips.append(round_trip)
         self.stats.on_robot_state(msg.seq, msg.t_s, restarted=bool(msg.flags & HOMED))
 

@@ -6,14 +6,16 @@ its timeout. A port we opened by name is reopened every ``reconnect_interval_s``
 simply tried again; ``generation`` counts the reopenings (the loop restarts its state checks on a new one).
 
 States that decode but cannot belong to the robot (``deploy.runtime.state_frames``) are dropped here and counted
-as ``malformed_<reason>``.
+as ``malformed_<reason>``. The robot numbers every message it sends from one counter, so a message whose number does
+not follow the previous one's came after a loss (a corrupted frame, counted as ``robot_frame_gaps``): a round trip
+timed on it includes the wait for a later answer, not just the link (``arrived_after_loss``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 
 from deploy.contract import ObservationContract
@@ -23,6 +25,7 @@ from deploy.wire import Link, LinkError, Message, StateMsg
 logger = logging.getLogger(__name__)
 
 SEQ_LIMIT = 2**32 - 1  # sequence numbers run 1..SEQ_LIMIT and wrap (the wire's seq field is uint32, 0 unused)
+AFTER_LOSS_MEMORY = 16  # numbers of recent robot messages that came after a loss (a tick looks at the newest few)
 
 
 class RobotLink:
@@ -30,7 +33,8 @@ class RobotLink:
 
     :param port: a port name / pyserial URL (opened by :meth:`open`, reopened after a failure, closed by
         :meth:`close`) or an open ``Link`` (never closed here: its owner closes it).
-    :param counts: the controller's counters; adds ``unsent``, ``link_errors`` and ``reconnects``.
+    :param counts: the controller's counters; adds ``unsent``, ``link_errors``, ``reconnects`` and
+        ``robot_frame_gaps``.
     :param reconnect_interval_s: seconds between attempts to reopen a named port.
     :param clock: monotonic clock in seconds.
     :param contract: when given, states malformed for it are dropped and counted.
@@ -56,6 +60,8 @@ class RobotLink:
         self._contract = contract
         self.generation = 0
         self.rejected: list[str] = []  # malformed-state reasons since the loop last took them (take_rejected)
+        self._last_robot_seq: int | None = None
+        self._after_loss: deque[int] = deque(maxlen=AFTER_LOSS_MEMORY)
 
     @property
     def name(self) -> str:
@@ -102,6 +108,8 @@ class RobotLink:
         except LinkError as err:
             self._failed(err)
             return []
+        for msg in messages:
+            self._note_seq(msg.seq)
         if self._contract is None:
             return messages
         kept = []
@@ -113,6 +121,17 @@ class RobotLink:
             else:
                 kept.append(msg)
         return kept
+
+    def _note_seq(self, seq: int) -> None:
+        last = self._last_robot_seq
+        if last is not None and seq != last % SEQ_LIMIT + 1:
+            self.counts["robot_frame_gaps"] += 1
+            self._after_loss.append(seq)
+        self._last_robot_seq = seq
+
+    def arrived_after_loss(self, seq: int) -> bool:
+        """Whether the robot message numbered ``seq`` (one of the last few received) followed a lost message."""
+        return seq in self._after_loss
 
     def take_rejected(self) -> list[str]:
         """The malformed-state reasons seen since the last call (the loop holds and logs them)."""

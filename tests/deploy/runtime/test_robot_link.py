@@ -98,3 +98,36 @@ def test_a_port_that_cannot_be_reopened_stays_down():
     link._failed(LinkError("never opened"))
     link.reconnect_if_due()
     assert not link.ok and link.decoder_errors() == {}
+
+
+class QueueTransport:
+    """An in-memory pipe: each read returns what was written since the last read."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+
+    def read(self, timeout_s: float) -> bytes:
+        data, self.buffer = bytes(self.buffer), bytearray()
+        return data
+
+    def write(self, data: bytes) -> int:
+        self.buffer += data
+        return len(data)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_message_whose_number_skips_one_is_marked_as_after_a_loss():
+    """The robot numbers all its messages from one counter: 5 after 3 means 4 was lost (a corrupted frame), so a
+    round trip timed on 5 would include the wait for a later answer."""
+    transport = QueueTransport()
+    counts: Counter[str] = Counter()
+    link = RobotLink(Link.from_transport(transport, "queue"), counts, reconnect_interval_s=1.0)
+    sender = Link.from_transport(transport, "queue")
+    for seq in (1, 2, 3, 5, 6, SEQ_LIMIT, 1):
+        sender.send(HeartbeatMsg(seq, 0.0))
+    assert [m.seq for m in link.poll(0.0)] == [1, 2, 3, 5, 6, SEQ_LIMIT, 1]
+    assert [seq for seq in (1, 2, 3, 5, 6, SEQ_LIMIT) if link.arrived_after_loss(seq)] == [5, SEQ_LIMIT]
+    assert not link.arrived_after_loss(1)  # the number wrapped: SEQ_LIMIT then 1 is no loss
+    assert counts["robot_frame_gaps"] == 2
