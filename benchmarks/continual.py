@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from deploy.contract import ObservationContract, fetch_reach_contract
 from deploy.finetune.dataset import DEFAULT_TRAINED_ACTION, TRAINED_ACTIONS, load_log_dataset
-from deploy.finetune.gate import closed_loop_eval, sim_in_flight_m
+from deploy.finetune.gate import TASKS, ClosedLoopResult, GateConfig, closed_loop_eval, decide, sim_in_flight_m
 from deploy.finetune.round import RoundConfig, finetune_from_dataset, sim_fisher_anchor
 from deploy.robot_spec import load_robot_spec
 from deploy.runtime.safety import SafetyLimits, filter_action
@@ -58,6 +58,7 @@ FRESH_STATE_AGE_S = 0.0
 EVAL_SEED = 50_000  # random-goal evaluation episodes
 LINE_SEED = 70_000  # the production line's targets: the goal of reset(seed=LINE_SEED + i)
 FISHER_SEED = 90_000
+GATE_SEED = 60_000  # the gate's episodes (--gate): not the evaluation's, so a promotion is not scored where chosen
 TARGET_NEW = 0.9  # success on the new condition
 TARGET_KEPT = 0.95  # share of the original success kept
 TARGET_INTERVENTIONS = 0.1  # safety-filter interventions per episode (new + original)
@@ -123,6 +124,18 @@ def evaluate(model: GRPO, envs: dict[str, Any], limits: SafetyLimits, n_episodes
         result = closed_loop_eval(act, env, contract, seeds, limits)
         out[name] = {"success": result.success_rate, "interventions_per_episode": result.interventions_per_episode}
     return out
+
+
+def gate_results(model: GRPO, envs: dict[str, Any], limits: SafetyLimits, n_episodes: int) -> dict[str, Any]:
+    """The gate's closed-loop results (``deploy.finetune.gate``'s tasks) on the ``GATE_SEED`` episodes."""
+    contract = fetch_reach_contract(ORIGINAL_DELAY)
+    act = act_fn(model)
+    seeds = [GATE_SEED + i for i in range(n_episodes)]
+    task_env = {"original": envs["original"], "current": envs["shifted"]}
+    results: dict[str, ClosedLoopResult] = {
+        t: closed_loop_eval(act, task_env[t], contract, seeds, limits) for t in TASKS
+    }
+    return results
 
 
 # The production line's logs ---------------------------------------------------------------------------------
@@ -249,6 +262,9 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
         tuned = GRPO.load(str(checkpoint), env=model.env, device="cpu")
         ewc = copy.deepcopy(anchor) if lam > 0 else None
         history = []
+        if args.gate:  # what the robot runs: the line collects with it, a refused candidate is dropped
+            running = gate_results(tuned, envs, limits, args.eval_episodes)
+            running_weights = copy.deepcopy((tuned.policy.state_dict(), tuned.policy.optimizer.state_dict()))
         for rnd in range(args.rounds):
             log_path = first_log
             if rnd > 0:
@@ -265,9 +281,24 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
                 trained_action=args.trained_action,
             )
             result = finetune_from_dataset(tuned, dataset, compute_reward, ewc, config)
-            ewc = result.ewc
+            gate: dict[str, Any] = {}
+            if args.gate:
+                candidate = gate_results(tuned, envs, limits, args.eval_episodes)
+                verdict = decide(running, candidate, GateConfig(n_episodes=args.eval_episodes, seed=GATE_SEED))
+                gate = {"promoted": verdict.passed, "gate_reasons": verdict.reasons}
+                if verdict.passed:
+                    running = candidate
+                    running_weights = copy.deepcopy((tuned.policy.state_dict(), tuned.policy.optimizer.state_dict()))
+                    ewc = result.ewc
+                else:  # back to the running policy (weights, normalizer, optimizer moments) and its EWC state
+                    tuned.policy.load_state_dict(running_weights[0])
+                    tuned.policy.optimizer.load_state_dict(running_weights[1])
+            else:
+                ewc = result.ewc
             scores = evaluate(tuned, envs, limits, args.eval_episodes, args.targets)
-            history.append({"round": rnd + 1, **scores, "ewc_penalty": result.stats.get("train/extra/ewc_penalty")})
+            history.append(
+                {"round": rnd + 1, **scores, **gate, "ewc_penalty": result.stats.get("train/extra/ewc_penalty")}
+            )
             print(f"seed {seed} {name} round {rnd + 1}: {scores}", flush=True)
         rows[name] = {"lambda": lam, "gamma": gamma, "rounds": history, "seconds": time.perf_counter() - t0}
     return {"train_seconds": train_s, "before": before, "line_logs_round0": line_stats, "variants": rows}
@@ -297,6 +328,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lambdas", default=f"{DEFAULT_EWC_LAMBDA:g}", help="EWC lambdas to compare with plain")
     parser.add_argument("--gammas", default=f"{DEFAULT_EWC_GAMMA:g}", help="online-EWC decays (with each lambda)")
     parser.add_argument("--skip-plain", action="store_true", help="only the EWC variants (e.g. a gamma sweep)")
+    parser.add_argument(
+        "--gate",
+        action="store_true",
+        help="each round's candidate goes through the promotion gate (deploy.finetune.gate, on episodes of its own); "
+        "a refused one is dropped and the running policy collects the next round, as on the line",
+    )
     parser.add_argument("--eval-episodes", type=int, default=100)
     parser.add_argument("--out", default=str(RESULTS / "continual"))
     parser.add_argument("--render", help="only re-render the markdown of an existing JSON result")
@@ -382,8 +419,11 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
         for name, row in result["variants"].items():
             for r in row["rounds"]:
+                label = {True: f"{r['round']} (promoted)", False: f"{r['round']} (refused)"}.get(
+                    r.get("promoted"), r["round"]
+                )
                 lines.append(
-                    f"| {name} | {tag} | {r['round']} | {r['new']['success']:.2f} | "
+                    f"| {name} | {tag} | {label} | {r['new']['success']:.2f} | "
                     f"{r['new_line_targets']['success']:.2f} | {r['original']['success']:.2f} | "
                     f"{100 * kept(r, before):.0f} | {interventions(r):.2f} |"
                 )
