@@ -126,16 +126,15 @@ def evaluate(model: GRPO, envs: dict[str, Any], limits: SafetyLimits, n_episodes
     return out
 
 
-def gate_results(model: GRPO, envs: dict[str, Any], limits: SafetyLimits, n_episodes: int) -> dict[str, Any]:
+def gate_results(
+    model: GRPO, envs: dict[str, Any], limits: SafetyLimits, n_episodes: int
+) -> dict[str, ClosedLoopResult]:
     """The gate's closed-loop results (``deploy.finetune.gate``'s tasks) on the ``GATE_SEED`` episodes."""
     contract = fetch_reach_contract(ORIGINAL_DELAY)
     act = act_fn(model)
     seeds = [GATE_SEED + i for i in range(n_episodes)]
     task_env = {"original": envs["original"], "current": envs["shifted"]}
-    results: dict[str, ClosedLoopResult] = {
-        t: closed_loop_eval(act, task_env[t], contract, seeds, limits) for t in TASKS
-    }
-    return results
+    return {task: closed_loop_eval(act, task_env[task], contract, seeds, limits) for task in TASKS}
 
 
 # The production line's logs ---------------------------------------------------------------------------------
