@@ -221,6 +221,24 @@ def tick_latencies(ticklog_path: Path) -> np.ndarray:
     return np.asarray([r.latency_s for r in read_ticklog(ticklog_path) if r.latency_s > 0], dtype=np.float64)
 
 
+def shortfall(summary: dict[str, Any], wanted: int) -> str:
+    """One line on a run that served fewer than ``wanted`` episodes: how it ended and what the link lost."""
+    counts = summary["counts"]
+    parts = [f"served {summary['episodes']} of {wanted} episodes"]
+    if summary["transitions"]:
+        last = summary["transitions"][-1]
+        parts.append(f"the run ended in {last['from']}: {last['reason']}")
+    if counts.get("safe_stops"):
+        parts.append(f"{counts['safe_stops']} safe stops")
+    states = counts.get("states", 0)
+    gaps = counts.get("robot_frame_gaps", 0)
+    if gaps:
+        parts.append(f"{gaps} gaps in the robot's numbering over {states} states received: frames lost on the link")
+    if counts.get("link_errors"):
+        parts.append(f"{counts['link_errors']} link errors")
+    return "; ".join(parts)
+
+
 def main(config: dict[str, Any]) -> int:
     from launch.report import plot_latency_histogram
 
@@ -231,8 +249,7 @@ def main(config: dict[str, Any]) -> int:
     timing = summary["timing"]
     if summary["episodes"] < config["episodes"]:
         print(
-            f"robot-grpo: error: served {summary['episodes']} of {config['episodes']} episodes "
-            f"(see {run_dir / 'run_report.json'}: safe stops, link errors, state transitions)",
+            f"robot-grpo: error: {shortfall(summary, config['episodes'])} (see {run_dir / 'run_report.json'})",
             file=sys.stderr,
         )
     print(

@@ -14,6 +14,7 @@ from deploy.robot_spec import load_robot_spec, save_robot_spec
 from deploy.runtime.compatibility import CompatibilityError, check_compatibility, mismatches
 from deploy.runtime.package import load_package
 from launch.cli import main
+from launch.job_run import shortfall
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "models" / "default"
@@ -114,3 +115,23 @@ def test_a_lossy_link_still_serves_every_episode(tmp_path: Path):
     assert main(args) == 0
     report = json.loads((tmp_path / "lossy" / "run_report.json").read_text())
     assert report["episodes"] == 8
+
+
+def test_a_short_run_says_how_it_ended_and_what_the_link_lost():
+    """A run that served too few episodes names its last transition, its safe stops and the link's losses."""
+    summary = {
+        "episodes": 0,
+        "counts": {"states": 73, "robot_frame_gaps": 66, "safe_stops": 2},
+        "transitions": [
+            {"tick": 36, "from": "WAIT_FRESH", "to": "HOLD", "reason": "fresh state"},
+            {"tick": 1094, "from": "HOLD", "to": "DONE", "reason": "tick limit reached"},
+        ],
+    }
+    line = shortfall(summary, 8)
+    assert line.startswith("served 0 of 8 episodes")
+    assert "ended in HOLD: tick limit reached" in line
+    assert "2 safe stops" in line
+    assert "66 gaps in the robot's numbering over 73 states" in line
+    assert "\n" not in line
+    clean = shortfall({"episodes": 5, "counts": {"states": 900}, "transitions": []}, 8)
+    assert clean == "served 5 of 8 episodes"  # nothing lost, nothing stopped: no noise
