@@ -26,6 +26,7 @@ def check_grpo_arguments(
     scale_advantages: str,
     beta: float,
     ent_coef: float,
+    bound_coef: float,
     target_kl: float | None,
     adaptive_beta: bool,
     max_grad_norm: float,
@@ -52,6 +53,8 @@ def check_grpo_arguments(
         raise ValueError(f"scale_advantages must be one of {ADVANTAGE_SCALES}, got {scale_advantages!r}")
     if beta < 0 or ent_coef < 0:
         raise ValueError(f"beta and ent_coef must be >= 0, got beta={beta}, ent_coef={ent_coef}")
+    if not bound_coef >= 0:
+        raise ValueError(f"bound_coef must be >= 0 (0 = no action-bound penalty), got {bound_coef}")
     if target_kl is not None and target_kl <= 0:
         raise ValueError(f"target_kl must be > 0 or None (off), got {target_kl}")
     if adaptive_beta and (target_kl is None or beta <= 0):

@@ -76,6 +76,9 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
     :param adaptive_beta: adapt ``beta`` (x2 or /2) after each update to keep kl_ref near ``target_kl``.
     :param target_kl: approx-KL budget per update; None turns off early stop, rollback and adaptive beta.
     :param ent_coef: entropy bonus coefficient.
+    :param bound_coef: coefficient of the penalty on the policy mean outside the action bounds (rl_games'
+        ``bounds_loss``; see ``robot_grpo.losses.action_bound_penalty``). The env clips actions, so without it the
+        mean can drift past the bounds where its noise no longer explores; 0 turns it off.
     :param max_grad_norm: gradient clipping norm.
     :param scale_advantages: "group" (divide by the group std), "batch" (by the batch std) or "none".
     :param outcome_only: score members by their episode outcome (last reward) instead of returns-to-go.
@@ -126,6 +129,7 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
         adaptive_beta: bool = False,
         target_kl: float | None = None,
         ent_coef: float = 0.0,
+        bound_coef: float = 0.0,
         max_grad_norm: float = 1.0,
         scale_advantages: str = "group",
         outcome_only: bool = False,
@@ -171,6 +175,7 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
         self.adaptive_beta = adaptive_beta
         self.target_kl = target_kl
         self.ent_coef = ent_coef
+        self.bound_coef = bound_coef
         self.max_grad_norm = max_grad_norm
         self.scale_advantages = scale_advantages
         self.outcome_only = outcome_only
@@ -199,6 +204,7 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
             scale_advantages=self.scale_advantages,
             beta=self.beta,
             ent_coef=self.ent_coef,
+            bound_coef=self.bound_coef,
             target_kl=self.target_kl,
             adaptive_beta=self.adaptive_beta,
             max_grad_norm=self.max_grad_norm,

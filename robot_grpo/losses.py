@@ -2,7 +2,12 @@
 
 - clipped surrogate (PPO / DAPO): min(rho * A, clip(rho, 1 - eps_low, 1 + eps_high) * A), rho = pi / pi_old;
 - k3 KL estimator (Schulman, "Approximating KL divergence"): for samples a ~ q and r = p(a) / q(a),
-  k3 = r - 1 - log r >= 0, an unbiased, low-variance estimate of KL(q || p) that is exactly 0 when p == q.
+  k3 = r - 1 - log r >= 0, an unbiased, low-variance estimate of KL(q || p) that is exactly 0 when p == q;
+- action-bound penalty (rl_games' ``bounds_loss``): the squared distance of the Gaussian's mean outside the action
+  box. The env clips every action to the box, so a mean outside it changes nothing the env sees while the
+  surrogate keeps moving it, and the noise around it no longer explores (delayed FetchPush, 150k env steps: 4-5% of
+  the mean components at visited states were outside the box, none with ``bound_coef=1``;
+  ``benchmarks/results/push_probe.md``).
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import torch as th
+
+from robot_grpo.policies import gaussian_log_prob
 
 if TYPE_CHECKING:
     from robot_grpo.buffers import GroupRolloutSamples
@@ -26,6 +33,17 @@ def k3_kl(log_q: th.Tensor, log_p: th.Tensor) -> th.Tensor:
 def clipped_surrogate(ratio: th.Tensor, advantages: th.Tensor, clip_low: float, clip_high: float) -> th.Tensor:
     """Per-sample clipped objective (to maximize); asymmetric clip range [1 - clip_low, 1 + clip_high]."""
     return th.min(ratio * advantages, th.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * advantages)
+
+
+def action_bound_penalty(mean: th.Tensor, low: th.Tensor, high: th.Tensor) -> th.Tensor:
+    """Mean over the batch of sum_d (relu(mu_d - high_d)^2 + relu(low_d - mu_d)^2): 0 inside the box (actions^2).
+
+    :param mean: the Gaussian's means ``[B, action_dim]``.
+    :param low: lower action bounds ``[action_dim]``.
+    :param high: upper action bounds ``[action_dim]``.
+    """
+    excess = th.relu(mean - high) + th.relu(low - mean)  # at most one of the two is non-zero per component
+    return excess.square().sum(-1).mean()
 
 
 def clip_fraction(ratio: th.Tensor, clip_low: float, clip_high: float) -> th.Tensor:
@@ -44,7 +62,7 @@ class ExtraLossTerm(Protocol):
 class GRPOLoss(NamedTuple):
     """One minibatch's loss: ``terms`` holds every named term (all scalars) and ``terms["loss"]``, their sum."""
 
-    terms: dict[str, th.Tensor]  # policy_gradient_loss, entropy, kl_ref (beta > 0), extra/<name>, loss
+    terms: dict[str, th.Tensor]  # policy_gradient_loss, entropy, kl_ref (beta > 0), bound_loss, extra/<name>, loss
     ratio: th.Tensor  # [B] pi / pi_old
     approx_kl: th.Tensor  # scalar k3 estimate of KL(pi_old || pi) on pi_old's samples
 
@@ -57,13 +75,16 @@ def grpo_loss(
     beta: float,
     ent_coef: float,
     extra_loss_terms: Sequence[ExtraLossTerm] = (),
+    bound_coef: float = 0.0,
 ) -> GRPOLoss:
-    """loss = -mean(w * clipped surrogate) - ent_coef * entropy + beta * KL(pi || pi_ref) + sum of extra terms.
+    """loss = -mean(w * clipped surrogate) - ent_coef * entropy + beta * KL(pi || pi_ref)
+    + bound_coef * action-bound penalty + sum of extra terms.
 
-    The reference KL is computed only when ``beta > 0``: a term that is off is not computed at all (0 * inf would
-    still make the loss NaN when the reference is far away).
+    The reference KL is computed only when ``beta > 0`` and the bound penalty only when ``bound_coef > 0``: a term
+    that is off is not computed at all (0 * inf would still make the loss NaN when the reference is far away).
     """
-    log_prob, entropy = policy.evaluate_actions(batch.observations, batch.actions)
+    mean, log_std = policy.distribution_params(batch.observations)
+    log_prob, entropy = gaussian_log_prob(mean, log_std, batch.actions), policy.entropy()
     ratio = th.exp(log_prob - batch.old_log_prob)
     policy_loss = -(batch.weights * clipped_surrogate(ratio, batch.advantages, clip_low, clip_high)).mean()
     terms = {"policy_gradient_loss": policy_loss, "entropy": entropy}
@@ -71,6 +92,9 @@ def grpo_loss(
     if beta > 0:
         terms["kl_ref"] = k3_kl(log_prob, batch.ref_log_prob).mean()  # KL(pi || pi_ref) on pi_old's samples
         loss = loss + beta * terms["kl_ref"]
+    if bound_coef > 0:
+        terms["bound_loss"] = action_bound_penalty(mean, policy.action_low, policy.action_high)
+        loss = loss + bound_coef * terms["bound_loss"]
     for term in extra_loss_terms:
         terms[f"extra/{term.name}"] = term(policy)
         loss = loss + terms[f"extra/{term.name}"]

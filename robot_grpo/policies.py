@@ -28,6 +28,12 @@ HIDDEN_GAIN = math.sqrt(2.0)
 LOG_2PI = math.log(2.0 * math.pi)
 
 
+def gaussian_log_prob(mean: th.Tensor, log_std: th.Tensor, actions: th.Tensor) -> th.Tensor:
+    """Log-density [B] (nats) of ``actions`` [B, action_dim] under N(mean, diag(exp(log_std))^2)."""
+    z = (actions - mean) * th.exp(-log_std)
+    return -0.5 * (z.square() + LOG_2PI).sum(-1) - log_std.sum()
+
+
 def flat_obs_dim(observation_space: spaces.Space) -> int:
     """Length of the flat observation vector for a Dict goal space or a flat Box."""
     if isinstance(observation_space, spaces.Dict):
@@ -256,8 +262,7 @@ class GoalGaussianPolicy(BasePolicy):
     def log_prob(self, obs: PyTorchObs, actions: th.Tensor) -> th.Tensor:
         """Gaussian log-density [B] of ``actions`` [B, action_dim] (nats); used for ratios, IS weights, Fisher."""
         mean, log_std = self.distribution_params(obs)
-        z = (actions - mean) * th.exp(-log_std)
-        return -0.5 * (z.square() + LOG_2PI).sum(-1) - log_std.sum()
+        return gaussian_log_prob(mean, log_std, actions)
 
     def entropy(self) -> th.Tensor:
         """Entropy (nats) of the state-independent Gaussian: sum_d 0.5 * (1 + log 2 pi) + log_std_d."""
@@ -271,8 +276,7 @@ class GoalGaussianPolicy(BasePolicy):
         """Sample (or take the mean of) actions; returns (actions [B, action_dim], log_prob [B])."""
         mean, log_std = self.distribution_params(obs)
         actions = mean if deterministic else mean + th.randn_like(mean) * th.exp(log_std)
-        z = (actions - mean) * th.exp(-log_std)
-        return actions, -0.5 * (z.square() + LOG_2PI).sum(-1) - log_std.sum()
+        return actions, gaussian_log_prob(mean, log_std, actions)
 
     def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> th.Tensor:
         return self.forward(observation, deterministic)[0]

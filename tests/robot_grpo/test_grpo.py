@@ -44,6 +44,8 @@ def test_constructor_reads_episode_length_and_checks_arguments():
         GRPO("MultiInputPolicy", make_env(n_envs=2), group_size=1, n_groups=2)
     with pytest.raises(ValueError, match="name"):
         small_model(extra_loss_terms=[lambda policy: policy.log_std.sum()])
+    with pytest.raises(ValueError, match="bound_coef must be >= 0"):
+        small_model(bound_coef=-1.0)
 
 
 def test_rollout_groups_share_their_start_and_goal():
@@ -275,6 +277,32 @@ def test_train_on_samples_is_one_update_with_terms_for_that_update_only():
         assert th.equal(value, ref_before[key]), key
     with pytest.raises(ValueError, match="name"):
         model.train_on_samples(rows, extra_loss_terms=[lambda policy: policy.log_std.sum()])
+
+
+def _no_signal(rows):
+    """The rows with every advantage 0: the surrogate gives no gradient, only other loss terms do."""
+    return rows._replace(advantages=th.zeros_like(rows.advantages))
+
+
+@pytest.mark.parametrize("bound_coef", [0.0, 1.0])
+def test_bound_coef_pulls_a_mean_outside_the_action_bounds_back(bound_coef):
+    """A mean past the bounds (actions clipped there, so the env sees no difference) is pulled back toward them by
+    the bound penalty and left where it is without it."""
+    model = small_model(bound_coef=bound_coef)
+    rows = _no_signal(model.rollout_samples())
+    last = model.policy.mean_net[-1]
+    with th.no_grad():
+        last.bias.fill_(3.0)  # PointReach actions lie in [-1, 1]
+        before = model.policy.distribution_params(rows.observations)[0].mean()
+    logged = model.train_on_samples(rows)
+    with th.no_grad():
+        after = model.policy.distribution_params(rows.observations)[0].mean()
+    if bound_coef == 0:
+        assert "train/bound_loss" not in logged
+        assert float(after) == pytest.approx(float(before))
+    else:
+        assert logged["train/bound_loss"] > 1.0
+        assert float(after) < float(before) - 0.01
 
 
 def test_max_log_std_bounds_the_learned_noise_on_a_linear_schedule():

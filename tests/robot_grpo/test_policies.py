@@ -8,7 +8,7 @@ import torch as th
 
 from deploy.contract import OBS_KEYS as CONTRACT_OBS_KEYS
 from envs.point_reach import PointReachEnv
-from robot_grpo.losses import clipped_surrogate, k3_kl
+from robot_grpo.losses import action_bound_penalty, clipped_surrogate, k3_kl
 from robot_grpo.policies import OBS_KEYS, GoalGaussianPolicy, RunningNormalizer, flatten_obs, flatten_obs_np
 
 
@@ -113,6 +113,15 @@ def test_clipped_surrogate_arithmetic():
     # clip [0.8, 1.3]: A>0 takes min(r, clip(r)) -> [0.5, 1.3]; A<0 takes min(-r, -clip(r)) -> [-1.5, -0.8]
     out = clipped_surrogate(ratio, adv, clip_low=0.2, clip_high=0.3)
     th.testing.assert_close(out, th.tensor([0.5, 1.3, -1.5, -0.8]))
+
+
+def test_action_bound_penalty_is_the_squared_excess_outside_the_box():
+    low, high = th.tensor([-1.0, -1.0, -0.5]), th.tensor([1.0, 1.0, 0.5])
+    inside = th.tensor([[0.0, 1.0, -0.5], [-1.0, 0.3, 0.5]])
+    assert float(action_bound_penalty(inside, low, high)) == 0.0
+    outside = th.tensor([[1.5, -3.0, 0.0], [0.0, 0.0, 0.75]])
+    # row 0: 0.5^2 + 2^2 = 4.25; row 1: 0.25^2 = 0.0625; mean over the batch
+    assert float(action_bound_penalty(outside, low, high)) == pytest.approx((4.25 + 0.0625) / 2)
 
 
 def test_policy_rejects_unbounded_or_discrete_actions():
