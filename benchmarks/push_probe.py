@@ -1,0 +1,225 @@
+"""Why GRPO does not learn delayed FetchPush: short runs of GRPO variants that log what the success rate hides.
+
+The full push benchmark (``learning.py --task push``) runs 1M env steps and shows one number at every evaluation
+(6%, what zero actions score). This probe runs each variant of ``VARIANTS`` (overrides of
+``launch/train_delayed_push.yaml``'s hyperparameters) for a short budget and records, every ``--eval-every`` env
+steps:
+
+- ``success``: deterministic success on ``learning.py``'s 50 fixed evaluation episodes;
+- ``block_moved``: share of the training episodes (sampled actions) of the last rollouts that moved the block more
+  than the 5 cm success radius, i.e. that give hindsight a goal the start does not already satisfy;
+- ``closest_approach_m``: mean over the last rollout's episodes of the closest gripper-to-block distance (metres);
+- ``mean_abs`` / ``mean_outside``: mean |policy mean| over the last rollout's states and the share of mean
+  components outside the action bounds [-1, 1] (the env clips actions, so those no longer explore);
+- the buffer's hindsight statistics (relabelled goals in use, their success).
+
+    .venv/bin/python benchmarks/push_probe.py --seeds 0 1000 --budget 150000
+
+Writes benchmarks/results/push_probe.json and .md. Each (variant, seed) runs in a fresh process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import multiprocessing as mp
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+from benchmarks.learning import EVAL_EPISODES, EVAL_SEED, MIB, TASKS, grpo_hyperparameters  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+RECENT_ROLLOUTS = 5  # rollouts averaged into block_moved
+GRIPPER_TO_BLOCK = slice(6, 9)  # FetchPush observation: gripper xyz, block xyz, block - gripper, ...
+
+# Overrides of the launch file's hyperparameters, each adding one change to the one before it (rollout buffer
+# options are merged into the launch file's, not replaced).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "launch_file": {},
+    "skip_start_goals": {"rollout_buffer_kwargs": {"skip_start_goals": True}},
+    "plus_bound_coef": {"bound_coef": 1.0, "rollout_buffer_kwargs": {"skip_start_goals": True}},
+    "plus_future_32": {
+        "bound_coef": 1.0,
+        "rollout_buffer_kwargs": {"skip_start_goals": True, "hindsight_strategy": "future", "n_sampled_goal": 32},
+    },
+    "plus_kl_to_start_0.5": {
+        "bound_coef": 1.0,
+        "beta": 0.5,
+        "ref_update_interval": 0,
+        "rollout_buffer_kwargs": {"skip_start_goals": True, "hindsight_strategy": "future", "n_sampled_goal": 32},
+    },
+}
+
+
+def hyperparameters(variant: str) -> dict[str, Any]:
+    """The push launch file's GRPO arguments with the variant's overrides."""
+    hyper = copy.deepcopy(grpo_hyperparameters(TASKS["push"]))
+    for key, value in VARIANTS[variant].items():
+        if key == "rollout_buffer_kwargs":
+            hyper[key] = {**hyper.get(key, {}), **value}
+        else:
+            hyper[key] = value
+    return hyper
+
+
+def run_one(variant: str, seed: int, budget: int, eval_every: int) -> dict[str, Any]:
+    """Train one (variant, seed) for ``budget`` env steps; returns its probe curve."""
+    import torch as th
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import envs  # noqa: F401  (registers the ids)
+    from robot_grpo import GRPO
+    from robot_grpo.grpo import DEFAULT_GROUP_SIZE, DEFAULT_N_GROUPS
+
+    th.set_num_threads(1)
+    task = TASKS["push"]
+    hyper = hyperparameters(variant)
+    n_envs = int(hyper.get("group_size", DEFAULT_GROUP_SIZE)) * int(hyper.get("n_groups", DEFAULT_N_GROUPS))
+    env = make_vec_env(task.env_id, n_envs=n_envs, seed=seed, env_kwargs=task.env_kwargs)
+    model = GRPO("MultiInputPolicy", env, seed=seed, **hyper)
+    eval_env = make_vec_env(task.env_id, n_envs=EVAL_EPISODES, seed=EVAL_SEED, env_kwargs=task.env_kwargs)
+    episode_steps = model.n_steps
+    radius_m = float(env.get_attr("distance_threshold", [0])[0])
+    start = time.perf_counter()
+
+    def evaluate() -> float:
+        eval_env.seed(EVAL_SEED)
+        obs = eval_env.reset()
+        infos: list[dict[str, Any]] = []
+        for _ in range(episode_steps):
+            obs, _, _, infos = eval_env.step(model.predict(obs, deterministic=True)[0])
+        return float(np.mean([info["is_success"] for info in infos]))
+
+    class Probe(BaseCallback):
+        """Rollout statistics at every rollout end; an evaluation every ``eval_every`` env steps."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.moved: list[float] = []
+            self.last: dict[str, float] = {}
+            self.next_eval = 0
+            self.curve: list[dict[str, float]] = []
+
+        def _on_rollout_start(self) -> None:
+            if self.model.num_timesteps >= self.next_eval:
+                self.next_eval = self.model.num_timesteps + eval_every
+                self.record()
+
+        def record(self) -> None:
+            point = {"steps": self.model.num_timesteps, "success": evaluate(), "s": time.perf_counter() - start}
+            if self.moved:
+                point["block_moved"] = float(np.mean(self.moved[-RECENT_ROLLOUTS:]))
+            self.curve.append({**point, **self.last})
+
+        def _on_rollout_end(self) -> None:
+            buffer = self.model.rollout_buffer
+            block_start, _ = buffer._start_goals()
+            block_end = buffer._grouped(buffer.achieved_next)[-1]
+            moved = np.linalg.norm(block_end - block_start[:, None], axis=-1) > radius_m
+            self.moved.append(float(moved.mean()))
+            flat = buffer.observations.reshape(-1, buffer.obs_dim)
+            with th.no_grad():
+                mean, _ = self.model.policy.distribution_params(th.as_tensor(flat))
+            closest = np.linalg.norm(buffer.observations[..., GRIPPER_TO_BLOCK], axis=-1).min(axis=0)
+            stats = self.model._rollout_stats
+            self.last = {
+                "closest_approach_m": float(closest.mean()),
+                "mean_abs": float(mean.abs().mean()),
+                "mean_outside": float((mean.abs() > 1.0).float().mean()),
+                "kept_goals": stats.get("hindsight/kept_goals", 0.0),
+                "relabelled_success": stats.get("hindsight/relabelled_success", 0.0),
+            }
+
+        def _on_step(self) -> bool:
+            return True
+
+    probe = Probe()
+    model.learn(budget, callback=probe)
+    probe.record()
+    return {
+        "variant": variant,
+        "seed": seed,
+        "hyperparameters": hyper,
+        "curve": probe.curve,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / MIB,
+    }
+
+
+def _worker(args: tuple[str, int, int, int]) -> dict[str, Any]:
+    return run_one(*args)
+
+
+def _at(curve: list[dict[str, float]], key: str, index: int) -> str:
+    points = [p for p in curve if key in p]
+    return f"{points[index][key]:.2f}" if points else "-"
+
+
+def table(runs: list[dict[str, Any]], tuned: set[int]) -> str:
+    """One row per (variant, seed): first and last logged values of each probe quantity."""
+    lines = [
+        "| variant | seed | env steps | success best / last | block moved >5 cm: first / last | closest approach m: "
+        "first / last | mean abs(mu): first / last | mean outside bounds: last | hindsight goals in use: last |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        curve = run["curve"]
+        seed = f"{run['seed']} ({'tuned' if run['seed'] in tuned else 'unseen'})"
+        lines.append(
+            f"| {run['variant']} | {seed} | {curve[-1]['steps']} | {max(p['success'] for p in curve):.2f} / "
+            f"{curve[-1]['success']:.2f} | {_at(curve, 'block_moved', 0)} / {_at(curve, 'block_moved', -1)} | "
+            f"{_at(curve, 'closest_approach_m', 0)} / {_at(curve, 'closest_approach_m', -1)} | "
+            f"{_at(curve, 'mean_abs', 0)} / {_at(curve, 'mean_abs', -1)} | {_at(curve, 'mean_outside', -1)} | "
+            f"{_at(curve, 'kept_goals', -1)} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1000])
+    parser.add_argument("--tuned-seeds", nargs="*", type=int, default=[0], help="seeds looked at while probing")
+    parser.add_argument("--budget", type=int, default=150_000, help="env steps per run")
+    parser.add_argument("--eval-every", type=int, default=48_000, help="env steps between evaluations")
+    parser.add_argument("--workers", type=int, default=2, help="runs in parallel (one core each)")
+    parser.add_argument("--out", default=str(RESULTS / "push_probe"))
+    args = parser.parse_args(argv)
+    jobs = [(v, s, args.budget, args.eval_every) for v in args.variants for s in args.seeds]
+    t0 = time.perf_counter()
+    with mp.get_context("spawn").Pool(args.workers, maxtasksperchild=1) as pool:
+        runs = pool.map(_worker, jobs, chunksize=1)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "command": " ".join(sys.argv),
+        "budget": args.budget,
+        "tuned_seeds": args.tuned_seeds,
+        "total_s": time.perf_counter() - t0,
+        "machine": platform.platform(),
+        "variants": VARIANTS,
+    }
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
+    md = table(runs, set(args.tuned_seeds))
+    out.with_suffix(".md").write_text(
+        "# Delayed FetchPush probe: what GRPO's variants do to the block\n\n"
+        f"Command: `{meta['command']}` ({meta['total_s']:.0f} s, {args.workers} runs in parallel). Each variant "
+        "adds one change to the row above it (see `VARIANTS` in benchmarks/push_probe.py). 'First' values are "
+        f"at the first evaluation after {args.eval_every} env steps; block moved averages the last "
+        f"{RECENT_ROLLOUTS} rollouts.\n\n{md}\n"
+    )
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
