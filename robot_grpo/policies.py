@@ -268,10 +268,6 @@ class GoalGaussianPolicy(BasePolicy):
         """Entropy (nats) of the state-independent Gaussian: sum_d 0.5 * (1 + log 2 pi) + log_std_d."""
         return (0.5 * (1.0 + LOG_2PI) + self.log_std).sum()
 
-    def evaluate_actions(self, obs: PyTorchObs, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        """(log_prob [B], entropy scalar) for the loss."""
-        return self.log_prob(obs, actions), self.entropy()
-
     def forward(self, obs: PyTorchObs, deterministic: bool = False) -> tuple[th.Tensor, th.Tensor]:
         """Sample (or take the mean of) actions; returns (actions [B, action_dim], log_prob [B])."""
         mean, log_std = self.distribution_params(obs)
