@@ -152,6 +152,7 @@ class Controller(StateHandling):
         self._hold_count = 0
         self._implausible_run = 0
         self._home_tick = 0
+        self._home_retries_run = 0  # HOMEs resent for the current episode without an answer
         self._home_sent_t = 0.0
         self._round_trips: deque[float] = deque(maxlen=ROUND_TRIP_SAMPLES)
         self._mode_since = 0.0

@@ -21,6 +21,9 @@ class LoopConfig:
     :param recover_timeout_s: end the run if the robot stays silent this long in safe stop.
     :param home_retry_ticks: resend HomeMsg when its HOMED state has not come after this many ticks, or after
         ``HOME_RETRY_ROUND_TRIPS`` measured round trips if that is longer.
+    :param max_home_retries: safe stop when this many resent HOMEs of one episode went unanswered in a row: the
+        robot answers but never reports HOMED (its homing is broken or blocked), and resending forever would keep
+        the line waiting with nobody told. The stop aborts the episode; after recovery the next one homes anew.
     :param max_implausible_states: safe stop after this many implausible states in a row (each one is held).
     :param resync_states: consistent states in a row that confirm a robot restart (then hold and re-home).
     :param policy_fault_stop_s: safe stop when the policy has failed (NaN/inf, raised, wrong size, overran) for this
@@ -43,6 +46,7 @@ class LoopConfig:
     recover: bool = True
     recover_timeout_s: float = 60.0
     home_retry_ticks: int = 5
+    max_home_retries: int = 10
     max_implausible_states: int = 5
     resync_states: int = 3
     policy_fault_stop_s: float = 0.1
@@ -70,5 +74,9 @@ class LoopConfig:
         ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.max_home_retries < 0:
+            raise ValueError(
+                f"max_home_retries must be >= 0 (0: stop at the first unanswered HOME), got {self.max_home_retries}"
+            )
         if self.period_s is not None and not self.period_s > 0:
             raise ValueError(f"period_s must be > 0 seconds, got {self.period_s}")

@@ -8,7 +8,8 @@ mixin decides, for each fresh state (or a period without one), what to command g
     SAFE_STOP  repeat the e-stop until the robot acknowledges it; then, on an accepted state, WAIT_FRESH -> HOLD
     WAIT_FRESH an accepted state -> HOLD
     HOLD       hold; ``hold_ticks`` accepted states in a row -> HOMING (the next episode)
-    HOMING     the accepted HOMED state -> RUN; no answer after ``home_retry_ticks()`` -> resend HOME
+    HOMING     the accepted HOMED state -> RUN; no answer after ``home_retry_ticks()`` -> resend HOME,
+               ``max_home_retries`` resent in a row without an answer -> SAFE_STOP
     RUN        policy -> safety filter -> command; a full episode -> the next one
     (HOLD, HOMING, RUN) an implausible or malformed state -> hold and count, ``max_implausible_states`` in a row ->
                SAFE_STOP; a confirmed robot restart -> HOLD (abort the episode, re-home)
@@ -292,6 +293,7 @@ class StateHandling:
             return
         self.line.new_episode()
         self._previous = self._hold.copy()
+        self._home_retries_run = 0
         self._enter(LoopState.HOMING, f"episode {episode.index}: home (seed {episode.seed})")
         self._send_home()
 
@@ -308,8 +310,17 @@ class StateHandling:
         return max(self.config.home_retry_ticks, math.ceil(HOME_RETRY_ROUND_TRIPS * slowest / self.period_s))
 
     def _homing_retry(self: Controller) -> None:
-        if self.tick - self._home_tick >= self.home_retry_ticks():
-            self.counts["home_retries"] += 1
-            self._send_home()
-        else:
+        """No HOMED state yet: wait, resend the HOME, or stop once ``max_home_retries`` resent HOMEs went unanswered."""
+        if self.tick - self._home_tick < self.home_retry_ticks():
             self._heartbeat()
+            return
+        if self._home_retries_run >= self.config.max_home_retries:
+            self.counts["homing_failures"] += 1
+            self._safe_stop(
+                f"the robot never reported HOMED: {self._home_retries_run + 1} HOMEs for episode "
+                f"{self.episodes.current.index} went unanswered; check the robot's homing"  # type: ignore[union-attr]
+            )
+            return
+        self._home_retries_run += 1
+        self.counts["home_retries"] += 1
+        self._send_home()

@@ -82,3 +82,52 @@ def test_a_home_is_not_resent_before_the_round_trip_could_answer_it():
     assert len(run.report.episodes) == 3
     assert run.report.counts.get("home_retries", 0) == 0
     assert robot.counts["homes"] == 3
+
+
+NEVER = 10**9  # lose_homed_states: every HOMED state from now on
+
+
+def test_a_robot_that_never_homes_is_stopped_after_max_home_retries():
+    """The robot answers every HOME by homing but its HOMED states never arrive (a broken homing switch looks the
+    same): after ``max_home_retries`` resent HOMEs the loop stops safely, aborts the episode, recovers and tries
+    the next goal; the run ends when the goals run out instead of resending HOME forever."""
+    robot = SimRobot(mode="lockstep", delay=DELAY, control_period_s=PERIOD_S)
+    robot.faults.lose_homed_states = NEVER
+    retries, goals = 3, [0, 1]
+    config = LoopConfig(period_s=PERIOD_S, home_retry_ticks=3, max_home_retries=retries, max_ticks=400)
+    run = run_loop(DelayAwareP(), seeded_goals(goals), config, robot_spec(), robot=robot)
+    report = run.report
+    assert report.transitions[-1].target is LoopState.DONE and report.transitions[-1].reason == "all goals served"
+    assert [e.aborted for e in report.episodes] == [True, True]
+    assert report.counts["homing_failures"] == len(goals) and report.counts["safe_stops"] == len(goals)
+    assert report.counts["home_retries"] == retries * len(goals)
+    assert robot.counts["homes"] == (1 + retries) * len(goals)
+    stops = [t for t in report.transitions if t.target is LoopState.SAFE_STOP]
+    assert all(f"{1 + retries} HOMEs for episode" in t.reason and "homing" in t.reason for t in stops)
+
+
+def test_a_homed_state_after_some_retries_resets_the_count():
+    """HOMED states lost fewer times than ``max_home_retries`` cost retries only; the count starts again at every
+    episode, so losses spread over episodes never add up to a stop."""
+    robot = SimRobot(mode="lockstep", delay=DELAY, control_period_s=PERIOD_S)
+    retries = 2
+
+    def lose_two_per_episode(controller, record):
+        if controller.sm.state is LoopState.RUN and controller.episodes.steps == 1:
+            robot.faults.lose_homed_states = retries  # the next episode's first two HOMED states are lost
+
+    config = LoopConfig(
+        period_s=PERIOD_S, max_episode_steps=5, home_retry_ticks=3, max_home_retries=retries, max_ticks=600
+    )
+    run = run_loop(
+        DelayAwareP(), seeded_goals([0, 1, 2]), config, robot_spec(), robot=robot, on_tick=lose_two_per_episode
+    )
+    report = run.report
+    assert [e.aborted for e in report.episodes] == [False, False, False]
+    assert report.counts.get("homing_failures", 0) == 0 and report.counts.get("safe_stops", 0) == 0
+    assert report.counts["home_retries"] == 2 * retries  # episodes 2 and 3 each needed both
+
+
+def test_max_home_retries_must_not_be_negative():
+    with pytest.raises(ValueError, match="max_home_retries must be >= 0"):
+        LoopConfig(max_home_retries=-1)
