@@ -11,6 +11,11 @@ steps:
 - ``closest_approach_m``: mean over the last rollout's episodes of the closest gripper-to-block distance (metres);
 - ``mean_abs`` / ``mean_outside``: mean |policy mean| over the last rollout's states and the share of mean
   components outside the action bounds [-1, 1] (the env clips actions, so those no longer explore);
+- ``gripper_to_goal_m`` (start -> end): mean over the last rollout's episodes of the gripper-to-goal distance at
+  the first and the last step (metres). The end falling below the start means the policy brings the gripper, not
+  the block, to the goal: in the hindsight data the gripper ends next to the block it pushed, so "gripper at the
+  goal" predicts a relabelled success as well as "block at the goal" does, and it is far easier to learn;
+- ``std``: the policy's action standard deviation, averaged over the action components (the exploration left);
 - the buffer's hindsight statistics (relabelled goals in use, their success).
 
     .venv/bin/python benchmarks/push_probe.py --seeds 0 1000 --budget 150000
@@ -42,7 +47,8 @@ from benchmarks.learning import EVAL_EPISODES, EVAL_SEED, MIB, TASKS, grpo_hyper
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RECENT_ROLLOUTS = 5  # rollouts averaged into block_moved
-GRIPPER_TO_BLOCK = slice(6, 9)  # FetchPush observation: gripper xyz, block xyz, block - gripper, ...
+GRIPPER_XYZ = slice(0, 3)  # FetchPush observation: gripper xyz, block xyz, block - gripper, ...
+GRIPPER_TO_BLOCK = slice(6, 9)
 
 # Overrides of the launch file's hyperparameters (rollout buffer options are merged into the launch file's, not
 # replaced). Each of DEFAULT_VARIANTS adds one change to the one before it; the 24-group variant changes the batch
@@ -66,6 +72,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "beta": 0.5,
         "ref_update_interval": 0,
         "rollout_buffer_kwargs": {"skip_start_goals": True, "hindsight_strategy": "future", "n_sampled_goal": 32},
+    },
+    # Trust regions over every row, not only the few with a nonzero advantage (plus_bound_coef's settings).
+    "kl_to_rollout_policy_0.5": {  # KL to the policy that collected the rollout (reference refreshed every update)
+        "bound_coef": 1.0,
+        "beta": 0.5,
+        "ref_update_interval": 1,
+        "rollout_buffer_kwargs": {"skip_start_goals": True},
+    },
+    "target_kl_0.01": {  # stop the update's epochs once the approximate KL to the rollout policy passes 0.015
+        "bound_coef": 1.0,
+        "target_kl": 0.01,
+        "rollout_buffer_kwargs": {"skip_start_goals": True},
     },
 }
 
@@ -146,11 +164,16 @@ def run_one(variant: str, seed: int, budget: int, eval_every: int) -> dict[str, 
             with th.no_grad():
                 mean, _ = self.model.policy.distribution_params(th.as_tensor(flat))
             closest = np.linalg.norm(buffer.observations[..., GRIPPER_TO_BLOCK], axis=-1).min(axis=0)
+            goal = buffer.observations[..., buffer.obs_dim - buffer.goal_dim :]  # desired_goal: the last block
+            to_goal = np.linalg.norm(buffer.observations[..., GRIPPER_XYZ] - goal, axis=-1)  # [T, n_envs]
             stats = self.model._rollout_stats
             self.last = {
                 "closest_approach_m": float(closest.mean()),
+                "gripper_to_goal_start_m": float(to_goal[0].mean()),
+                "gripper_to_goal_end_m": float(to_goal[-1].mean()),
                 "mean_abs": float(mean.abs().mean()),
                 "mean_outside": float((mean.abs() > 1.0).float().mean()),
+                "std": float(th.exp(self.model.policy.log_std.detach()).mean()),
                 "kept_goals": stats.get("hindsight/kept_goals", 0.0),
                 "relabelled_success": stats.get("hindsight/relabelled_success", 0.0),
             }
@@ -183,8 +206,9 @@ def table(runs: list[dict[str, Any]], tuned: set[int]) -> str:
     """One row per (variant, seed): first and last logged values of each probe quantity."""
     lines = [
         "| variant | seed | env steps | success best / last | block moved >5 cm: first / last | closest approach m: "
-        "first / last | mean abs(mu): first / last | mean outside bounds: last | hindsight goals in use: last |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "first / last | gripper to goal m at the end: first / last (at the start) | mean abs(mu): first / last | "
+        "mean outside bounds: last | std: first / last | hindsight goals in use: last |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         curve = run["curve"]
@@ -193,8 +217,10 @@ def table(runs: list[dict[str, Any]], tuned: set[int]) -> str:
             f"| {run['variant']} | {seed} | {curve[-1]['steps']} | {max(p['success'] for p in curve):.2f} / "
             f"{curve[-1]['success']:.2f} | {_at(curve, 'block_moved', 0)} / {_at(curve, 'block_moved', -1)} | "
             f"{_at(curve, 'closest_approach_m', 0)} / {_at(curve, 'closest_approach_m', -1)} | "
+            f"{_at(curve, 'gripper_to_goal_end_m', 0)} / {_at(curve, 'gripper_to_goal_end_m', -1)} "
+            f"({_at(curve, 'gripper_to_goal_start_m', -1)}) | "
             f"{_at(curve, 'mean_abs', 0)} / {_at(curve, 'mean_abs', -1)} | {_at(curve, 'mean_outside', -1)} | "
-            f"{_at(curve, 'kept_goals', -1)} |"
+            f"{_at(curve, 'std', 0)} / {_at(curve, 'std', -1)} | {_at(curve, 'kept_goals', -1)} |"
         )
     return "\n".join(lines)
 
@@ -227,8 +253,8 @@ def main(argv: list[str] | None = None) -> None:
     md = table(runs, set(args.tuned_seeds))
     out.with_suffix(".md").write_text(
         "# Delayed FetchPush probe: what GRPO's variants do to the block\n\n"
-        f"Command: `{meta['command']}` ({meta['total_s']:.0f} s, {args.workers} runs in parallel). Each variant "
-        "adds one change to the row above it (see `VARIANTS` in benchmarks/push_probe.py). 'First' values are "
+        f"Command: `{meta['command']}` ({meta['total_s']:.0f} s, {args.workers} runs in parallel). Each row's "
+        "settings: `VARIANTS` in benchmarks/push_probe.py (overrides of the launch file). 'First' values are "
         f"at the first evaluation after {args.eval_every} env steps; block moved averages the last "
         f"{RECENT_ROLLOUTS} rollouts.\n\n{md}\n"
     )
