@@ -27,6 +27,7 @@ def check_grpo_arguments(
     beta: float,
     ent_coef: float,
     bound_coef: float,
+    dual_clip: float | None,
     target_kl: float | None,
     adaptive_beta: bool,
     max_grad_norm: float,
@@ -55,6 +56,11 @@ def check_grpo_arguments(
         raise ValueError(f"beta and ent_coef must be >= 0, got beta={beta}, ent_coef={ent_coef}")
     if not bound_coef >= 0:
         raise ValueError(f"bound_coef must be >= 0 (0 = no action-bound penalty), got {bound_coef}")
+    if dual_clip is not None and not dual_clip > 1.0:
+        raise ValueError(
+            f"dual_clip must be > 1 (rho * A is bounded at dual_clip * A for A < 0; e.g. 3.0) or None (off), "
+            f"got {dual_clip}"
+        )
     if target_kl is not None and target_kl <= 0:
         raise ValueError(f"target_kl must be > 0 or None (off), got {target_kl}")
     if adaptive_beta and (target_kl is None or beta <= 0):

@@ -66,6 +66,9 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
     :param gamma: discount of the returns-to-go.
     :param clip_range: lower clip epsilon of the ratio (float or schedule, e.g. a linear decay).
     :param clip_range_high: upper clip epsilon (DAPO-style asymmetric clip); None uses ``clip_range``.
+    :param dual_clip: c > 1 bounds the surrogate of rows with a negative advantage at ``c * A`` (dual-clip PPO; see
+        ``robot_grpo.losses``), so a row whose action is far from the mean cannot drive the update; None: off.
+        Hindsight rows of object tasks need it (delayed FetchPush overflowed the gradient without it).
     :param max_log_std: upper bound of the policy's log-std, applied after every update: a float, a schedule, or
         ``[start, end]`` (linear over training, as a launch file writes it), ``[start, end, end_fraction]`` (at its
         end after that share of training); None leaves the learned log-std free.
@@ -124,6 +127,7 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
         gamma: float = 0.98,
         clip_range: float | Schedule = 0.2,
         clip_range_high: float | Schedule | None = None,
+        dual_clip: float | None = None,
         max_log_std: float | Sequence[float] | Schedule | None = None,
         beta: float = 0.0,
         adaptive_beta: bool = False,
@@ -170,6 +174,7 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
         self.gamma = gamma
         self.clip_range = clip_range
         self.clip_range_high = clip_range_high
+        self.dual_clip = dual_clip
         self.max_log_std = max_log_std
         self.beta = beta
         self.adaptive_beta = adaptive_beta
@@ -205,6 +210,7 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
             beta=self.beta,
             ent_coef=self.ent_coef,
             bound_coef=self.bound_coef,
+            dual_clip=self.dual_clip,
             target_kl=self.target_kl,
             adaptive_beta=self.adaptive_beta,
             max_grad_norm=self.max_grad_norm,

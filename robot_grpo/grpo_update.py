@@ -111,7 +111,15 @@ class ClippedGroupUpdate:
             last_good.capture(self.policy, self.policy.optimizer)
             for batch in minibatches(rows, self.batch_size, generator):
                 step = grpo_loss(
-                    self.policy, batch, clip_low, clip_high, self.beta, self.ent_coef, extra_loss_terms, self.bound_coef
+                    self.policy,
+                    batch,
+                    clip_low,
+                    clip_high,
+                    self.beta,
+                    self.ent_coef,
+                    extra_loss_terms,
+                    self.bound_coef,
+                    self.dual_clip,
                 )
                 entropy = step.terms["entropy"]
                 verdict = kl_verdict(float(step.approx_kl.detach()), self.target_kl)

@@ -1,6 +1,13 @@
 """Loss of the GRPO update (pure torch functions of log-probabilities, all in nats).
 
 - clipped surrogate (PPO / DAPO): min(rho * A, clip(rho, 1 - eps_low, 1 + eps_high) * A), rho = pi / pi_old;
+- dual clip (Ye et al. 2020, https://arxiv.org/abs/1912.09729): for A < 0 the surrogate is also bounded below by
+  c * A. PPO's min leaves rho * A unbounded when A < 0: on a row whose action lies far from the mean (hindsight rows
+  of delayed FetchPush, old log-prob down to -1,800 nats) a small move of the mean multiplies rho by e^47, and the
+  gradient that pushes the action's probability down pushes the mean further out: the surrogate reached -9e18 and
+  the gradient norm overflowed (seed 1000, update 138). Beyond rho = c such a row has no gradient;
+- the log-ratio is capped at ``MAX_LOG_RATIO`` before the exponential, so rho stays finite in float32 (a row past
+  the cap has no gradient, as a clipped one);
 - k3 KL estimator (Schulman, "Approximating KL divergence"): for samples a ~ q and r = p(a) / q(a),
   k3 = r - 1 - log r >= 0, an unbiased, low-variance estimate of KL(q || p) that is exactly 0 when p == q;
 - action-bound penalty (rl_games' ``bounds_loss``): the squared distance of the Gaussian's mean outside the action
@@ -19,6 +26,8 @@ import torch as th
 
 from robot_grpo.policies import gaussian_log_prob
 
+MAX_LOG_RATIO = 30.0  # nats: rho <= e^30 ~ 1e13, far past any clip, and its square stays finite in float32
+
 if TYPE_CHECKING:
     from robot_grpo.buffers import GroupRolloutSamples
     from robot_grpo.policies import GoalGaussianPolicy
@@ -30,9 +39,17 @@ def k3_kl(log_q: th.Tensor, log_p: th.Tensor) -> th.Tensor:
     return th.exp(log_r) - 1.0 - log_r
 
 
-def clipped_surrogate(ratio: th.Tensor, advantages: th.Tensor, clip_low: float, clip_high: float) -> th.Tensor:
-    """Per-sample clipped objective (to maximize); asymmetric clip range [1 - clip_low, 1 + clip_high]."""
-    return th.min(ratio * advantages, th.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * advantages)
+def clipped_surrogate(
+    ratio: th.Tensor, advantages: th.Tensor, clip_low: float, clip_high: float, dual_clip: float | None = None
+) -> th.Tensor:
+    """Per-sample clipped objective (to maximize); asymmetric clip range [1 - clip_low, 1 + clip_high].
+
+    :param dual_clip: c > 1: rows with a negative advantage are bounded below by ``c * A`` (None: off).
+    """
+    surrogate = th.min(ratio * advantages, th.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * advantages)
+    if dual_clip is None:
+        return surrogate
+    return th.where(advantages < 0, th.max(surrogate, dual_clip * advantages), surrogate)
 
 
 def action_bound_penalty(mean: th.Tensor, low: th.Tensor, high: th.Tensor) -> th.Tensor:
@@ -76,6 +93,7 @@ def grpo_loss(
     ent_coef: float,
     extra_loss_terms: Sequence[ExtraLossTerm] = (),
     bound_coef: float = 0.0,
+    dual_clip: float | None = None,
 ) -> GRPOLoss:
     """loss = -mean(w * clipped surrogate) - ent_coef * entropy + beta * KL(pi || pi_ref)
     + bound_coef * action-bound penalty + sum of extra terms.
@@ -85,8 +103,9 @@ def grpo_loss(
     """
     mean, log_std = policy.distribution_params(batch.observations)
     log_prob, entropy = gaussian_log_prob(mean, log_std, batch.actions), policy.entropy()
-    ratio = th.exp(log_prob - batch.old_log_prob)
-    policy_loss = -(batch.weights * clipped_surrogate(ratio, batch.advantages, clip_low, clip_high)).mean()
+    ratio = th.exp((log_prob - batch.old_log_prob).clamp(max=MAX_LOG_RATIO))
+    surrogate = clipped_surrogate(ratio, batch.advantages, clip_low, clip_high, dual_clip)
+    policy_loss = -(batch.weights * surrogate).mean()
     terms = {"policy_gradient_loss": policy_loss, "entropy": entropy}
     loss = policy_loss - ent_coef * entropy
     if beta > 0:

@@ -46,6 +46,8 @@ def test_constructor_reads_episode_length_and_checks_arguments():
         small_model(extra_loss_terms=[lambda policy: policy.log_std.sum()])
     with pytest.raises(ValueError, match="bound_coef must be >= 0"):
         small_model(bound_coef=-1.0)
+    with pytest.raises(ValueError, match="dual_clip must be > 1"):
+        small_model(dual_clip=1.0)
 
 
 def test_rollout_groups_share_their_start_and_goal():
@@ -303,6 +305,26 @@ def test_bound_coef_pulls_a_mean_outside_the_action_bounds_back(bound_coef):
     else:
         assert logged["train/bound_loss"] > 1.0
         assert float(after) < float(before) - 0.01
+
+
+@pytest.mark.parametrize("dual_clip", [None, 3.0])
+def test_rows_whose_action_pi_old_all_but_ruled_out_do_not_blow_up_the_update(dual_clip):
+    """Hindsight rows of delayed FetchPush had old log-probs down to -1,800 nats (the action far from the mean under
+    the relabelled goal): a tiny move of the mean sent rho to e^47, rho * A of a negative advantage to -9e18, and the
+    gradient norm overflowed. Here every row's pi_old log-prob is 2,000 nats below pi's, with a negative advantage:
+    the capped log-ratio keeps the update finite, and the dual clip bounds the loss at dual_clip * |A|."""
+    model = small_model(dual_clip=dual_clip)
+    rows = model.rollout_samples()
+    with th.no_grad():
+        log_prob = model.policy.log_prob(rows.observations, rows.actions)
+    ones = th.ones_like(rows.advantages)
+    rows = rows._replace(old_log_prob=log_prob - 2000.0, advantages=-ones, weights=ones)
+    logged = model.train_on_samples(rows)  # before the cap: NonFiniteError (exp(2000) = inf)
+    assert all(bool(th.isfinite(p).all()) for p in model.policy.parameters())
+    if dual_clip is None:
+        assert logged["train/policy_gradient_loss"] > 1e12  # rho capped at e^30, still unbounded in A
+    else:
+        assert logged["train/policy_gradient_loss"] == pytest.approx(dual_clip)  # mean of -(3 * -1)
 
 
 def test_max_log_std_bounds_the_learned_noise_on_a_linear_schedule():

@@ -115,6 +115,16 @@ def test_clipped_surrogate_arithmetic():
     th.testing.assert_close(out, th.tensor([0.5, 1.3, -1.5, -0.8]))
 
 
+def test_dual_clip_bounds_only_the_rows_with_a_negative_advantage():
+    ratio = th.tensor([0.5, 2.0, 10.0, 1e6, 10.0, 1e6])
+    adv = th.tensor([-1.0, -1.0, -1.0, -1.0, 1.0, 1.0])
+    # clip [0.8, 1.2]: A<0 -> -max(r, clip(r)) = [-0.8, -2, -10, -1e6]; A>0 -> min(r, 1.2) = 1.2
+    th.testing.assert_close(clipped_surrogate(ratio, adv, 0.2, 0.2), th.tensor([-0.8, -2.0, -10.0, -1e6, 1.2, 1.2]))
+    # dual clip 3: A<0 rows are bounded below by 3 * A = -3; A>0 rows are left alone
+    dual = clipped_surrogate(ratio, adv, 0.2, 0.2, dual_clip=3.0)
+    th.testing.assert_close(dual, th.tensor([-0.8, -2.0, -3.0, -3.0, 1.2, 1.2]))
+
+
 def test_action_bound_penalty_is_the_squared_excess_outside_the_box():
     low, high = th.tensor([-1.0, -1.0, -0.5]), th.tensor([1.0, 1.0, 0.5])
     inside = th.tensor([[0.0, 1.0, -0.5], [-1.0, 0.3, 0.5]])
