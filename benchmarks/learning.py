@@ -193,6 +193,13 @@ def run_one(task_name: str, variant: str, seed: int, budget: int, eval_every: in
                 "total_s": time.perf_counter() - clock["start"],
             }
         )
+        point = curve[-1]
+        print(  # a long run that is stopped still leaves its curve in the log
+            f"{task_name} {variant} seed {seed}: {point['steps']} env steps, success {success:.2f}, "
+            f"{point['train_s']:.0f} s training",
+            file=sys.stderr,
+            flush=True,
+        )
         return success
 
     class EvalEvery(BaseCallback):
