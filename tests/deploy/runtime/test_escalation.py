@@ -131,3 +131,29 @@ def test_a_homed_state_after_some_retries_resets_the_count():
 def test_max_home_retries_must_not_be_negative():
     with pytest.raises(ValueError, match="max_home_retries must be >= 0"):
         LoopConfig(max_home_retries=-1)
+
+
+def test_a_robot_that_goes_silent_while_homing_is_stopped_and_the_run_ends():
+    """The cable is cut while a HOME's answer is on its way (replies take 2 periods): no state comes back at all.
+    HOMING has no watchdog of its own, so before ``max_home_retries`` the loop resent HOME for good. Now it resends
+    it ``max_home_retries`` times, stops safely, and, the robot staying silent, ends the run after
+    ``recover_timeout_s``."""
+    robot = SimRobot(mode="lockstep", delay=DELAY, control_period_s=PERIOD_S)
+    robot.faults.reply_delay_periods = 2
+    retries = 2
+
+    def cut_the_cable_once_homing(controller, record):
+        if controller.sm.state is LoopState.HOMING:
+            robot.faults.link_cut = True
+
+    config = LoopConfig(
+        period_s=PERIOD_S, home_retry_ticks=3, max_home_retries=retries, recover_timeout_s=0.2, max_ticks=2000
+    )
+    spec = robot_spec(hold_s=0.2, stop_s=0.5)
+    run = run_loop(DelayAwareP(), seeded_goals([0, 1]), config, spec, robot=robot, on_tick=cut_the_cable_once_homing)
+    report = run.report
+    assert report.counts["homing_failures"] == 1 and report.counts["home_retries"] == retries
+    stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
+    assert f"{1 + retries} HOMEs for episode 0 went unanswered" in stop.reason
+    assert report.transitions[-1].target is LoopState.DONE and "stayed silent" in report.transitions[-1].reason
+    assert report.ticks < config.max_ticks  # ended by the timeout, not by the tick limit
