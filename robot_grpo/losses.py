@@ -6,8 +6,8 @@
   of delayed FetchPush, old log-prob down to -1,800 nats) a small move of the mean multiplies rho by e^47, and the
   gradient that pushes the action's probability down pushes the mean further out: the surrogate reached -9e18 and
   the gradient norm overflowed (seed 1000, update 138). Beyond rho = c such a row has no gradient;
-- the log-ratio is capped at ``MAX_LOG_RATIO`` before the exponential, so rho stays finite in float32 (a row past
-  the cap has no gradient, as a clipped one);
+- the log-ratio is capped at ``LOG_RATIO_MAX`` (the cap of the hindsight IS weights) before the exponential,
+  so rho stays finite in float32 (a row past the cap has no gradient, as a clipped one);
 - k3 KL estimator (Schulman, "Approximating KL divergence"): for samples a ~ q and r = p(a) / q(a),
   k3 = r - 1 - log r >= 0, an unbiased, low-variance estimate of KL(q || p) that is exactly 0 when p == q;
 - action-bound penalty (rl_games' ``bounds_loss``): the squared distance of the Gaussian's mean outside the action
@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import torch as th
 
+from robot_grpo.hindsight import LOG_RATIO_MAX  # nats: rho <= e^30 ~ 1e13, far past any clip, finite squared
 from robot_grpo.policies import gaussian_log_prob
-
-MAX_LOG_RATIO = 30.0  # nats: rho <= e^30 ~ 1e13, far past any clip, and its square stays finite in float32
 
 if TYPE_CHECKING:
     from robot_grpo.buffers import GroupRolloutSamples
@@ -103,7 +102,7 @@ def grpo_loss(
     """
     mean, log_std = policy.distribution_params(batch.observations)
     log_prob, entropy = gaussian_log_prob(mean, log_std, batch.actions), policy.entropy()
-    ratio = th.exp((log_prob - batch.old_log_prob).clamp(max=MAX_LOG_RATIO))
+    ratio = th.exp((log_prob - batch.old_log_prob).clamp(max=LOG_RATIO_MAX))
     surrogate = clipped_surrogate(ratio, batch.advantages, clip_low, clip_high, dual_clip)
     policy_loss = -(batch.weights * surrogate).mean()
     terms = {"policy_gradient_loss": policy_loss, "entropy": entropy}
