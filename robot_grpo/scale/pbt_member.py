@@ -9,7 +9,6 @@ and reseeds, so it explores with its own noise from there on.
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,27 @@ ModelBuilder = Callable[[dict[str, Any], int, VecEnv | None], GRPO]
 Evaluator = Callable[[GRPO], float]  # a model -> its deterministic success rate
 
 
+def member_index(trial_id: str) -> int:
+    """A member's place in the population (0..N-1), the same in every run of one config.
+
+    Tune names a trial ``<prefix>_<index>``: the prefix is random per run (uuid1), the index counts the trials
+    in the order they were created. Seeding by the whole id made every run draw other seeds.
+    """
+    _, _, index = trial_id.rpartition("_")
+    if not index.isdigit():
+        raise ValueError(
+            f"trial id {trial_id!r} does not end in '_<index>' as Ray Tune's trial ids do; "
+            "the population cannot give its members reproducible seeds with this Ray version"
+        )
+    return int(index)
+
+
 def member_seed(base_seed: int, trial_id: str, iteration: int) -> int:
-    """A member's seed for one interval: its own exploration noise and env starts, also after it copied another."""
-    sequence = np.random.SeedSequence(base_seed, spawn_key=(zlib.crc32(trial_id.encode()), iteration))
+    """A member's seed for one interval: its own exploration noise and env starts, also after it copied another.
+
+    It depends on the member's index and not on the run's random trial-id prefix, so a run repeats.
+    """
+    sequence = np.random.SeedSequence(base_seed, spawn_key=(member_index(trial_id), iteration))
     return int(sequence.generate_state(1, dtype=np.uint32)[0])
 
 

@@ -10,13 +10,17 @@ or a fresh draw). The default fraction 0.15 replaces 2 of 10 members (20%), 2 of
 
 :class:`~robot_grpo.scale.pbt_log.PopulationLog` (a Tune callback) writes one JSON line per exploit and one per
 interval, with the population's diversity: the mean pairwise Jensen-Shannon divergence of the members' action
-laws on fixed probe states (:mod:`robot_grpo.scale.diversity`). PBT's pairing is random, so two runs differ.
+laws on fixed probe states (:mod:`robot_grpo.scale.diversity`). PBT's pairing and explore draws come from a
+random stream of the run's own (:class:`SeededPBT`) and the members' seeds from their places in the population,
+so two runs of one config on one machine repeat.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +36,41 @@ DEFAULT_QUANTILE_FRACTION = 0.15  # ceil(0.15 N): 2 of 10 members replaced (20%)
 DEFAULT_RESAMPLE_PROBABILITY = 0.25  # Tune's default: explore draws afresh instead of perturbing
 DEFAULT_PERTURBATION_FACTORS = (1.2, 0.8)
 TIME_ATTR = "timesteps_total"  # perturbation intervals are counted in env steps (Tune sums timesteps_this_iter)
+
+
+class SeededPBT(PopulationBasedTraining):
+    """Tune's PBT drawing its pairing and explore values from a random stream of its own.
+
+    Tune's PBT draws from python's global ``random`` (pairing, perturb-or-resample, factors) and numpy's global
+    generator (resampled values). Other code in the driver draws from them too, as many times as its timing
+    makes it, so seeding the globals once did not make two runs pair and explore alike. Each scheduler hook
+    swaps the run's own states in and out.
+    """
+
+    def __init__(self, *args: Any, seed: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._python_state = random.Random(seed).getstate()
+        self._numpy_state = np.random.RandomState(seed).get_state()
+
+    @contextmanager
+    def _own_random_streams(self) -> Iterator[None]:
+        outer_python, outer_numpy = random.getstate(), np.random.get_state()
+        random.setstate(self._python_state)
+        np.random.set_state(self._numpy_state)
+        try:
+            yield
+        finally:
+            self._python_state, self._numpy_state = random.getstate(), np.random.get_state()
+            random.setstate(outer_python)
+            np.random.set_state(outer_numpy)
+
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        with self._own_random_streams():
+            super().on_trial_add(tune_controller, trial)
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        with self._own_random_streams():
+            return super().on_trial_result(tune_controller, trial, result)
 
 
 @dataclass(frozen=True)
@@ -159,9 +198,9 @@ def train_population(
     from ray.tune import CheckpointConfig, RunConfig, TuneConfig, Tuner
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
-    random.seed(config.seed)  # PBT pairs members with python's random
     mutations = config.mutations
-    scheduler = PopulationBasedTraining(
+    scheduler = SeededPBT(
+        seed=config.seed,
         time_attr=TIME_ATTR,
         metric=METRIC,
         mode="max",

@@ -1,6 +1,7 @@
 """``robot-grpo population`` on a local Ray (2 CPUs, once for the module): 4 PointReach members, tiny budget;
-at least one logged exploit/explore step, a diversity figure per interval, and a best member that
-``robot-grpo export`` turns into a valid policy package."""
+at least one logged exploit/explore step, a diversity figure per interval, a best member that
+``robot-grpo export`` turns into a valid policy package, and a second run of the same config that repeats the
+first."""
 
 from __future__ import annotations
 
@@ -16,11 +17,9 @@ MEMBERS, ENVS, INTERVALS = 4, 24, 3
 INTERVAL = ENVS * 50  # one update of 24 PointReach envs x 50 steps
 
 
-@pytest.fixture(scope="module")
-def population_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> Path:
+def run_population(out: Path) -> Path:
     from launch.job_population import main
 
-    out = tmp_path_factory.mktemp("population")
     config = validate_launch(
         {
             "job": "population",
@@ -39,6 +38,27 @@ def population_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> Path:
     )
     assert main(config) == 0
     return out / "pop"
+
+
+@pytest.fixture(scope="module")
+def population_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> Path:
+    return run_population(tmp_path_factory.mktemp("population"))
+
+
+def by_member_index(record: dict) -> dict:
+    """A log record without its timing, with Tune's trial ids (a random prefix per run) as member indices."""
+
+    def index(trial_id: str) -> str:
+        return trial_id.rpartition("_")[2]
+
+    out = {key: value for key, value in record.items() if key != "elapsed_s"}
+    for key in ("member", "from"):
+        if key in out:
+            out[key] = index(out[key])
+    for key in ("success", "hyperparameters"):
+        if record["event"] == "interval":
+            out[key] = {index(trial): value for trial, value in record[key].items()}
+    return out
 
 
 def test_population_exploits_and_logs_it(population_run: Path):
@@ -91,3 +111,18 @@ def test_population_configs_are_checked():
         validate_launch({"job": "population", "mutations": {"group_size": [4, 5]}})
     with pytest.raises(LaunchError, match="'hyperparameters.n_groups' is set per member"):
         validate_launch({"job": "population", "hyperparameters": {"n_groups": 2}})
+
+
+def test_a_second_run_of_the_same_config_repeats_the_first(population_run: Path, tmp_path: Path):
+    # members seeded by their places in the population, PBT's pairing and explore draws by the run's seed
+    rerun = run_population(tmp_path)
+
+    def log(run: Path) -> list[dict]:
+        lines = (run / "population_log.jsonl").read_text().splitlines()
+        records = [by_member_index(json.loads(line)) for line in lines]
+        return sorted(records, key=lambda r: (r["interval"], r["event"], r.get("member", "")))  # arrival order varies
+
+    assert log(rerun) == log(population_run)
+    first, second = (json.loads((run / "population_summary.json").read_text()) for run in (population_run, rerun))
+    assert second["best_success"] == first["best_success"]
+    assert second["best_member"].rpartition("_")[2] == first["best_member"].rpartition("_")[2]

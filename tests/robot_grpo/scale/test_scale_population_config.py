@@ -75,3 +75,14 @@ def test_population_config_errors_say_what_to_change(kwargs, message):
 def test_member_seeds_differ_by_member_and_interval():
     seeds = {member_seed(0, trial, it) for trial in ("a_00000", "a_00001") for it in range(3)}
     assert len(seeds) == 6 and member_seed(0, "a_00000", 1) == member_seed(0, "a_00000", 1)
+
+
+def test_member_seeds_ignore_the_runs_random_trial_id_prefix():
+    # Tune draws the prefix afresh per run (uuid1): seeding by it made two runs of one config differ
+    assert member_seed(0, "3f2a1_00002", 1) == member_seed(0, "9c0d7_00002", 1)
+    assert member_seed(0, "3f2a1_00002", 1) != member_seed(1, "3f2a1_00002", 1)
+
+
+def test_a_trial_id_without_an_index_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="does not end in '_<index>'"):
+        member_seed(0, "trial-without-index", 0)
