@@ -43,6 +43,7 @@ from deploy.finetune.dataset import DEFAULT_TRAINED_ACTION, TRAINED_ACTIONS, loa
 from deploy.finetune.gate import TASKS, ClosedLoopResult, GateConfig, closed_loop_eval, decide, sim_in_flight_m
 from deploy.finetune.round import RoundConfig, finetune_from_dataset, sim_fisher_anchor
 from deploy.robot_spec import load_robot_spec
+from deploy.runtime.exploration import DEFAULT_STD_SCALE
 from deploy.runtime.safety import SafetyLimits, filter_action
 from deploy.runtime.ticklog import NO_EPISODE, TickLogWriter, TickRecord
 from envs.delayed_fetch_reach import DelayedFetchReachEnv
@@ -139,9 +140,19 @@ def gate_results(
 
 # The production line's logs ---------------------------------------------------------------------------------
 def collect_logs(
-    model: GRPO, env: DelayedFetchReachEnv, limits: SafetyLimits, path: Path, n_targets: int, attempts: int, seed: int
+    model: GRPO,
+    env: DelayedFetchReachEnv,
+    limits: SafetyLimits,
+    path: Path,
+    n_targets: int,
+    attempts: int,
+    seed: int,
+    explore_scale: float = DEFAULT_STD_SCALE,
 ) -> dict[str, float]:
-    """Run the line (each target ``attempts`` times, sampled actions, safety filter) and write the tick log."""
+    """Run the line (each target ``attempts`` times, sampled actions, safety filter) and write the tick log.
+
+    :param explore_scale: the line's noise std as a multiple of the policy's own std.
+    """
     contract = env.contract
     policy = model.policy
     gen = th.Generator().manual_seed(seed)
@@ -160,7 +171,7 @@ def collect_logs(
                     with th.no_grad():
                         mean, log_std = policy.distribution_params(th.as_tensor(flat[None]))
                         noise = th.randn(mean.shape, generator=gen)
-                        proposed = (mean + noise * log_std.exp()).numpy()[0].astype(np.float64)
+                        proposed = (mean + noise * explore_scale * log_std.exp()).numpy()[0].astype(np.float64)
                     state = obs["observation"][: contract.state_dim]
                     pending = sim_in_flight_m(env, contract, limits.position_dims)  # the whole delay line
                     result = filter_action(state[:3], pending, proposed, previous, FRESH_STATE_AGE_S, limits)
@@ -249,9 +260,11 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     before = evaluate(model, envs, limits, args.eval_episodes, args.targets)
     print(f"seed {seed} deployed policy: {before}", flush=True)
     anchor = sim_fisher_anchor(model, envs["original"], seed=FISHER_SEED)
-    log_dir = Path("runs/continual/logs")
+    log_dir = Path("runs/continual/logs") / Path(args.out).name  # runs side by side keep their logs apart
     first_log = log_dir / f"seed{seed}_round0_shared.tlog"
-    line_stats = collect_logs(model, envs["shifted"], limits, first_log, args.targets, args.attempts, seed)
+    line_stats = collect_logs(
+        model, envs["shifted"], limits, first_log, args.targets, args.attempts, seed, args.explore_scale
+    )
     print(f"seed {seed} round 0 logs: {line_stats}", flush=True)
     contract = fetch_reach_contract(ORIGINAL_DELAY)
     hindsight = {"n_sampled_goal": args.n_sampled_goal} if args.n_sampled_goal else {}
@@ -268,7 +281,16 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
             log_path = first_log
             if rnd > 0:
                 log_path = log_dir / f"seed{seed}_{name}_round{rnd}.tlog"
-                collect_logs(tuned, envs["shifted"], limits, log_path, args.targets, args.attempts, seed + rnd)
+                collect_logs(
+                    tuned,
+                    envs["shifted"],
+                    limits,
+                    log_path,
+                    args.targets,
+                    args.attempts,
+                    seed + rnd,
+                    args.explore_scale,
+                )
             dataset = load_log_dataset(log_path, contract, action=args.trained_action)
             config = RoundConfig(
                 group_size=args.attempts,
@@ -315,6 +337,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gain", type=float, default=1.5, help="the drifted robot's actuation gain")
     parser.add_argument("--targets", type=int, default=16, help="distinct targets on the line")
     parser.add_argument("--attempts", type=int, default=8, help="attempts per target and round (= group size)")
+    parser.add_argument(
+        "--explore-scale",
+        type=float,
+        default=DEFAULT_STD_SCALE,
+        help="the line's noise std as a multiple of the policy's std (the runtime's explore_std_scale)",
+    )
     parser.add_argument("--updates", type=int, default=RoundConfig.n_updates, help="GRPO updates per round")
     parser.add_argument(
         "--trained-action",

@@ -124,9 +124,9 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     contract = package.contract
     policy: Any = package.make_backend(config["backend"], config["variant"])
     if config["explore"]:
-        from deploy.runtime.exploration import GaussianExploration, policy_std
+        from deploy.runtime.exploration import line_exploration
 
-        policy = GaussianExploration(policy, policy_std(package), seed=config["seed"])
+        policy = line_exploration(policy, package, config["explore_std_scale"], seed=config["seed"])
     follower = None
     if config["follow_store"]:
         if config["explore"]:
@@ -191,6 +191,7 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "backend": config["backend"],
         "variant": config["variant"],
         "explore": config["explore"],
+        "explore_std_scale": config["explore_std_scale"] if config["explore"] else None,
         "robot": robot,
         "robot_spec": {"robot_id": spec.robot_id, "file": str(config["calibration"] or DEFAULT_SIM_SPEC)},
         "compatibility_overridden": mismatched,

@@ -20,6 +20,7 @@ import yaml
 from deploy.contract import MAX_DELAY_STEPS
 from deploy.robot_spec import SAFE_NAME
 from deploy.runtime.backends import BACKEND_NAMES
+from deploy.runtime.exploration import DEFAULT_STD_SCALE
 from launch.schema import Field, LaunchError, Section, validate
 
 JOBS = ("train", "eval", "export", "run", "calibrate", "finetune", "demo", "population")
@@ -191,6 +192,13 @@ SCHEMAS: dict[str, Section] = {
             "seed": Field("int", 0, low=0, doc="seed of the goal sequence (sim robot: the env's seeded goals)"),
             "realtime_priority": Field("int", None, low=1, high=99, nullable=True, doc="SCHED_FIFO priority"),
             "explore": Field("bool", False, doc="propose mean + the policy's Gaussian noise (data for fine-tuning)"),
+            "explore_std_scale": Field(
+                "float",
+                DEFAULT_STD_SCALE,
+                low=1e-3,
+                high=2.0,
+                doc="with explore: the noise std as a multiple of the policy's std",
+            ),
             "output": Field("path", "runs"),
         }
     ),

@@ -1,9 +1,9 @@
-"""Opt-in exploration: mean + Gaussian noise with the policy's std, reproducible, validated."""
+"""Opt-in exploration: mean + Gaussian noise with (a multiple of) the policy's std, reproducible, validated."""
 
 import numpy as np
 import pytest
 
-from deploy.runtime.exploration import GaussianExploration, policy_std
+from deploy.runtime.exploration import DEFAULT_STD_SCALE, GaussianExploration, line_exploration, policy_std
 
 
 def constant_policy(obs: np.ndarray) -> np.ndarray:
@@ -53,3 +53,18 @@ def test_policy_std_is_exp_log_std():
 def test_policy_std_without_anchor_says_how_to_fix():
     with pytest.raises(ValueError, match="re-export it with robot-grpo export"):
         policy_std(FakePackage(None))
+
+
+def test_the_line_explores_with_a_multiple_of_the_policy_std():
+    log_std = np.log(np.array([0.2, 0.4, 0.8, 0.1]))
+    package = FakePackage({"params": {"log_std": log_std}, "fisher": {}})
+    explore = line_exploration(constant_policy, package, std_scale=0.5, seed=0)
+    np.testing.assert_allclose(explore.std, 0.5 * np.exp(log_std))
+    np.testing.assert_allclose(line_exploration(constant_policy, package).std, DEFAULT_STD_SCALE * np.exp(log_std))
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.5, float("nan"), float("inf")])
+def test_a_line_scale_that_is_not_a_positive_number_is_refused(scale):
+    package = FakePackage({"params": {"log_std": np.zeros(4)}, "fisher": {}})
+    with pytest.raises(ValueError, match="explore_std_scale must be a finite number > 0"):
+        line_exploration(constant_policy, package, std_scale=scale)
