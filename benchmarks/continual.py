@@ -300,6 +300,7 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
                 hindsight_kwargs=hindsight,
                 seed=rnd,
                 trained_action=args.trained_action,
+                intervention_penalty=args.intervention_penalty,
             )
             result = finetune_from_dataset(tuned, dataset, compute_reward, ewc, config)
             gate: dict[str, Any] = {}
@@ -342,6 +343,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=DEFAULT_STD_SCALE,
         help="the line's noise std as a multiple of the policy's std (the runtime's explore_std_scale)",
+    )
+    parser.add_argument(
+        "--intervention-penalty",
+        type=float,
+        default=RoundConfig.intervention_penalty,
+        help="reward subtracted per logged tick the safety filter changed",
     )
     parser.add_argument("--updates", type=int, default=RoundConfig.n_updates, help="GRPO updates per round")
     parser.add_argument(

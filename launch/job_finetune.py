@@ -56,7 +56,7 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     from deploy.export.rollouts import make_env
     from deploy.finetune.gate import GateConfig
     from deploy.finetune.promote import PackageStore
-    from deploy.finetune.round import RoundConfig, run_round
+    from deploy.finetune.round import DEFAULT_INTERVENTION_PENALTY, RoundConfig, run_round
     from deploy.robot_spec import DEFAULT_SIM_SPEC, load_robot_spec
     from deploy.runtime.safety import SafetyLimits
     from robot_grpo.ewc import DEFAULT_EWC_LAMBDA
@@ -76,6 +76,7 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     }
     limits = SafetyLimits.from_spec(spec, running.contract)
     lam = DEFAULT_EWC_LAMBDA if config["ewc_lambda"] is None else config["ewc_lambda"]
+    penalty = DEFAULT_INTERVENTION_PENALTY if config["intervention_penalty"] is None else config["intervention_penalty"]
     n_steps = logged_episode_steps(config["logs"], running.contract, model.n_steps, config["trained_action"])
     candidate = f"ft-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
@@ -95,6 +96,7 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
                 n_steps=n_steps,
                 seed=config["seed"],
                 trained_action=config["trained_action"],
+                intervention_penalty=penalty,
             ),
             gate_config=GateConfig(n_episodes=config["gate_episodes"]),
             trained_delay_range=widened_delay_range(running.action_delay_steps, spec.delay_range),
@@ -110,6 +112,7 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "ewc_lambda": lam,
         "n_updates": config["n_updates"],
         "trained_action": config["trained_action"],
+        "intervention_penalty": penalty,
         "gate": report.to_dict(),
     }
     (run_dir / "finetune_report.json").write_text(json.dumps(result, indent=2, default=str))

@@ -145,6 +145,7 @@ class GroupRolloutBuffer:
         self.observations = np.zeros((T, n, self.obs_dim), dtype=np.float32)
         self.actions = np.zeros((T, n, self.action_dim), dtype=np.float32)
         self.rewards = np.zeros((T, n), dtype=np.float32)
+        self.reward_offsets = np.zeros((T, n), dtype=np.float32)  # the goal-independent part of ``rewards``
         self.achieved_next = np.zeros((T, n, max(self.goal_dim, 1)), dtype=np.float64)
         self.pos = 0
         self._samples = None
@@ -153,19 +154,29 @@ class GroupRolloutBuffer:
     def full(self) -> bool:
         return self.pos == self.n_steps
 
-    def add(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, achieved_next: np.ndarray | None) -> None:
+    def add(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        achieved_next: np.ndarray | None,
+        reward_offsets: np.ndarray | None = None,
+    ) -> None:
         """Store one vectorized step.
 
         :param obs: flat observations before the step ``[n_envs, obs_dim]``.
         :param actions: sampled actions ``[n_envs, action_dim]``.
         :param rewards: rewards of the step ``[n_envs]``.
         :param achieved_next: achieved goal after the step ``[n_envs, goal_dim]`` (None for non-goal envs).
+        :param reward_offsets: the part of ``rewards`` that does not depend on the goal ``[n_envs]`` (e.g. a
+            penalty for a safety-filter intervention); hindsight copies keep it. None = 0.
         """
         if self.full:
             raise ValueError(f"buffer is full ({self.n_steps} steps); call reset() before adding a new rollout")
         self.observations[self.pos] = obs
         self.actions[self.pos] = actions
         self.rewards[self.pos] = rewards
+        self.reward_offsets[self.pos] = 0.0 if reward_offsets is None else reward_offsets
         if achieved_next is not None:
             self.achieved_next[self.pos] = achieved_next
         self.pos += 1
@@ -359,7 +370,7 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
         K = cfg.n_sampled_goal
         achieved = self._grouped(self.achieved_next)
         goals, horizon = sample_group_goals(achieved, cfg.strategy, K, rng)
-        rewards = relabel_rewards(compute_reward, achieved, goals)
+        rewards = relabel_rewards(compute_reward, achieved, goals) + self._grouped(self.reward_offsets)[None]
         mask = (np.arange(T)[None, :, None] <= horizon[:, None, :])[..., None]  # [K, T, n_groups, 1]
         if cfg.skip_start_goals:
             start, _ = self._start_goals()

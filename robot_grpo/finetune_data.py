@@ -50,6 +50,7 @@ class LoggedEpisode:
     :param achieved_next: achieved goal after each action, float64 [T, goal_dim] (metres).
     :param goal: the target, float64 [goal_dim] (metres).
     :param interventions: safety-filter interventions during the episode (ticks with a reason).
+    :param intervened: whether the safety filter changed each transition's action, bool [T] (None = unknown).
     """
 
     episode_id: int
@@ -58,6 +59,7 @@ class LoggedEpisode:
     achieved_next: np.ndarray
     goal: np.ndarray
     interventions: int = 0
+    intervened: np.ndarray | None = None
 
     @property
     def n_steps(self) -> int:
@@ -70,12 +72,15 @@ def episode_from_ticks(
     actions: np.ndarray,
     goal_dim: int,
     interventions: int = 0,
+    intervened: np.ndarray | None = None,
 ) -> LoggedEpisode:
     """Cut one episode's ticks (in tick order) into transitions.
 
     :param obs_flat: flat observations of the N ticks, [N, obs_dim] (``[observation, achieved, desired]``).
     :param actions: the action logged at each tick (sent or proposed), [N, action_dim].
     :param goal_dim: length of the achieved / desired goal blocks at the end of ``obs_flat``.
+    :param interventions: safety-filter interventions during the episode.
+    :param intervened: whether the safety filter changed each tick's action, bool [N] (None = unknown).
     """
     obs_flat = np.asarray(obs_flat, dtype=np.float32)
     actions = np.asarray(actions, dtype=np.float32)
@@ -86,6 +91,14 @@ def episode_from_ticks(
         )
     if len(obs_flat) < 2:
         raise ValueError(f"episode {episode_id} has {len(obs_flat)} tick(s); a transition needs two")
+    if intervened is not None:
+        intervened = np.asarray(intervened, dtype=bool)
+        if intervened.shape != (len(obs_flat),):
+            raise ValueError(
+                f"episode {episode_id}: intervened has shape {intervened.shape}, expected one flag per tick "
+                f"({len(obs_flat)},)"
+            )
+        intervened = intervened[:-1].copy()
     if obs_flat.shape[1] <= 2 * goal_dim:
         raise ValueError(f"obs_flat has {obs_flat.shape[1]} values, too few for two goal blocks of {goal_dim}")
     dim = obs_flat.shape[1]
@@ -101,6 +114,7 @@ def episode_from_ticks(
         achieved_next=obs_flat[1:, achieved].astype(np.float64),
         goal=goals[0].astype(np.float64),
         interventions=int(interventions),
+        intervened=intervened,
     )
 
 
@@ -179,6 +193,7 @@ def _truncate(ep: LoggedEpisode, n_steps: int) -> LoggedEpisode:
         ep.achieved_next[:n_steps],
         ep.goal,
         ep.interventions,
+        None if ep.intervened is None else ep.intervened[:n_steps],
     )
 
 
@@ -212,8 +227,15 @@ class LogGroupBuffer(HindsightGroupBuffer):
         super().__init__(*args, **kwargs)
         self.hindsight_only = bool(hindsight_only)
 
-    def fill(self, groups: Sequence[Sequence[LoggedEpisode]], compute_reward: ComputeReward) -> None:
-        """Add the groups step by step, rewards from ``compute_reward(achieved_next, goal)``."""
+    def fill(
+        self,
+        groups: Sequence[Sequence[LoggedEpisode]],
+        compute_reward: ComputeReward,
+        intervention_penalty: float = 0.0,
+    ) -> None:
+        """Add the groups step by step, rewards from ``compute_reward(achieved_next, goal)`` minus
+        ``intervention_penalty`` at every transition whose action the safety filter changed (a goal-independent
+        part of the reward: the hindsight copies keep it)."""
         if len(groups) != self.n_groups or any(len(g) != self.group_size for g in groups):
             raise ValueError(f"need {self.n_groups} groups of {self.group_size} episodes to fill this buffer")
         members = [ep for group in groups for ep in group]  # env index e = group * G + member
@@ -225,9 +247,12 @@ class LogGroupBuffer(HindsightGroupBuffer):
             compute_reward(achieved.reshape(-1, self.goal_dim), goals.reshape(-1, self.goal_dim), None),
             dtype=np.float32,
         ).reshape(self.n_steps, self.n_envs)
+        offsets = np.zeros_like(rewards)
+        if intervention_penalty:
+            offsets -= intervention_penalty * np.stack([intervened_flags(ep, self.n_steps) for ep in members], axis=1)
         self.reset()
         for t in range(self.n_steps):
-            self.add(obs[t], actions[t], rewards[t], achieved[t])
+            self.add(obs[t], actions[t], rewards[t] + offsets[t], achieved[t], reward_offsets=offsets[t])
 
     def compute(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         stats = super().compute(*args, **kwargs)
@@ -238,6 +263,17 @@ class LogGroupBuffer(HindsightGroupBuffer):
         return stats
 
 
+def intervened_flags(ep: LoggedEpisode, n_steps: int) -> np.ndarray:
+    """An episode's per-transition intervention flags as float32 [n_steps]; refuses an episode logged without
+    them (a penalty needs to know where the filter stepped in)."""
+    if ep.intervened is None:
+        raise ValueError(
+            f"episode {ep.episode_id} has no per-tick intervention flags; an intervention penalty needs episodes "
+            "read from a tick log (deploy.finetune.dataset), or set intervention_penalty to 0"
+        )
+    return ep.intervened[:n_steps].astype(np.float32)
+
+
 def build_finetune_samples(
     grouped: GroupedEpisodes,
     deployed: GoalGaussianPolicy,
@@ -245,6 +281,7 @@ def build_finetune_samples(
     rng: np.random.Generator,
     gamma: float = 0.98,
     hindsight_kwargs: dict[str, Any] | None = None,
+    intervention_penalty: float = 0.0,
 ) -> tuple[GroupRolloutSamples, dict[str, float]]:
     """Score the grouped episodes under the deployed policy (pi_old and the KL reference) and build the rows
     (what ``GRPO.train_on_samples`` takes).
@@ -255,7 +292,11 @@ def build_finetune_samples(
     :param rng: generator for the hindsight goal draws.
     :param gamma: discount of the returns-to-go.
     :param hindsight_kwargs: extra :class:`HindsightGroupBuffer` options (strategy, n_sampled_goal, ...).
+    :param intervention_penalty: reward subtracted at each transition whose action the safety filter changed
+        (>= 0; 0 = the task's reward only). Members that lean on the filter score below those that do not.
     """
+    if not (np.isfinite(intervention_penalty) and intervention_penalty >= 0):
+        raise ValueError(f"intervention_penalty must be a finite reward >= 0, got {intervention_penalty}")
     sets = [(grouped.groups, False), (grouped.hindsight_groups, True)]
     if not grouped.groups and not grouped.hindsight_groups:
         raise ValueError(
@@ -281,7 +322,7 @@ def build_finetune_samples(
             hindsight_only=hindsight_only,
             **(hindsight_kwargs or {}),
         )
-        buffer.fill(groups, compute_reward)
+        buffer.fill(groups, compute_reward, intervention_penalty)
         prefix = "finetune/hindsight_only_" if hindsight_only else "finetune/target_"
         for key, value in buffer.compute(deployed, deployed, compute_reward, rng).items():
             stats[prefix + key.replace("/", "_")] = value

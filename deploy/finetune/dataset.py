@@ -79,9 +79,16 @@ def episodes_from_records(
         if not keep_stopped and any(t.stop for t in ticks):
             out.skipped_stopped += 1
             continue
-        interventions = sum(1 for t in ticks if t.reasons)
+        intervened = np.array([bool(t.reasons) for t in ticks])
         out.episodes.append(
-            episode_from_ticks(ticks[0].episode_id, obs, actions, contract.goal_dim, interventions=interventions)
+            episode_from_ticks(
+                ticks[0].episode_id,
+                obs,
+                actions,
+                contract.goal_dim,
+                interventions=int(intervened.sum()),
+                intervened=intervened,
+            )
         )
     return out
 

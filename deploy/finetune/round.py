@@ -42,6 +42,10 @@ from robot_grpo.finetune_data import (
 logger = logging.getLogger(__name__)
 
 DEFAULT_FISHER_STATES = 4096  # sim states for the export-time Fisher
+# Reward per logged tick whose action the safety filter changed (RoundConfig.intervention_penalty): one control
+# step away from the target costs as much. Without it the reward never sees the filter, so candidates that lean on it
+# more were refused by the gate; with it (continual.py, seeds 1-3, gated) interventions went to 0.00 per episode.
+DEFAULT_INTERVENTION_PENALTY = 1.0
 
 
 @dataclass
@@ -59,6 +63,8 @@ class RoundConfig:
     :param seed: seed of the hindsight goal draws and of the minibatch order (generators of the round's own).
     :param trained_action: the logged action GRPO trains on, ``"sent"`` (the filter's command, what the robot
         executed) or ``"proposed"`` (the policy's sample); see ``deploy.finetune.dataset``.
+    :param intervention_penalty: reward subtracted at each logged tick whose action the safety filter changed
+        (the task's reward is -1 per control step away from the target, 0 at it); 0 = the task's reward only.
     """
 
     group_size: int = 8
@@ -71,9 +77,12 @@ class RoundConfig:
     hindsight_kwargs: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     trained_action: str = DEFAULT_TRAINED_ACTION
+    intervention_penalty: float = DEFAULT_INTERVENTION_PENALTY
 
     def __post_init__(self) -> None:
         check_trained_action(self.trained_action)
+        if not (np.isfinite(self.intervention_penalty) and self.intervention_penalty >= 0):
+            raise ValueError(f"intervention_penalty must be a finite reward >= 0, got {self.intervention_penalty}")
 
 
 @dataclass
@@ -119,6 +128,7 @@ def finetune_from_dataset(
         np.random.default_rng(config.seed),
         gamma=model.gamma,
         hindsight_kwargs=config.hindsight_kwargs,
+        intervention_penalty=config.intervention_penalty,
     )
     terms = []
     if ewc is not None:

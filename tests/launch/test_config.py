@@ -48,6 +48,11 @@ def test_defaults_are_filled_in():
         ({"job": "train", "env": [1, 2]}, "'env' must be a mapping"),
         ({"job": "train", "train": {"total_timesteps": 1.5}}, "'train.total_timesteps' must be an integer"),
         ({"job": "train", "name": "a/b"}, "'name' = 'a/b' is not a safe folder name"),
+        ({"job": "run", "explore_std_scale": 0.0}, "'explore_std_scale' = 0.0 is out of range"),
+        (
+            {"job": "finetune", "logs": "x.tlog", "intervention_penalty": -1.0},
+            "'intervention_penalty' = -1.0 is out of range",
+        ),
     ],
 )
 def test_bad_launch_data_names_the_key(data, message):

@@ -179,3 +179,58 @@ def test_finetune_driver_applies_the_ewc_term_through_the_public_api() -> None:
         finetune_on_samples(again, samples, n_updates=2, generator=th.Generator().manual_seed(7))
         runs.append({k: v.detach().clone() for k, v in again.policy.named_parameters()})
     assert all(th.equal(runs[0][k], runs[1][k]) for k in runs[0])
+
+
+def reaching_pair(rng: np.random.Generator, flags_of_second: np.ndarray | None):
+    """Two attempts at one target that walk the same line to it; the second's ticks carry ``flags_of_second``."""
+    goal = np.array([0.1, 0.0, 0.0])
+    n_ticks = 9
+    frac = np.linspace(0.0, 1.0, n_ticks)[:, None]
+    episodes = []
+    for episode_id, flags in ((0, np.zeros(n_ticks, bool)), (1, flags_of_second)):
+        achieved = frac * goal
+        obs = np.concatenate(
+            [rng.standard_normal((n_ticks, INNER_DIM)), achieved, np.broadcast_to(goal, (n_ticks, 3))], 1
+        )
+        actions = rng.uniform(-1, 1, size=(n_ticks, ACTION_DIM))
+        episodes.append(episode_from_ticks(episode_id, obs, actions, GOAL_DIM, int(flags.sum()), intervened=flags))
+    return episodes
+
+
+def test_an_intervention_penalty_ranks_the_attempt_that_leaned_on_the_filter_lower() -> None:
+    flags = np.zeros(9, bool)
+    flags[[1, 2]] = True  # the filter changed the second attempt's actions at ticks 1 and 2
+    grouped = group_by_target(reaching_pair(np.random.default_rng(4), flags), group_size=2, n_steps=8)
+    policy = make_policy()
+    t, g, k = 8, 2, 1
+
+    def advantages(penalty: float) -> np.ndarray:
+        rows, _ = build_finetune_samples(
+            grouped,
+            policy,
+            sparse_reward,
+            np.random.default_rng(5),
+            hindsight_kwargs={"n_sampled_goal": k},
+            intervention_penalty=penalty,
+        )
+        return rows.advantages.numpy().reshape(1 + k, t, g)  # original rows, then the hindsight copies
+
+    np.testing.assert_allclose(advantages(0.0), 0.0, atol=1e-6)  # same outcome, same path: nothing to prefer
+    penalized = advantages(1.0)
+    # Up to its last intervention the second attempt scores lower, in the relabelled copies too
+    assert np.all(penalized[:, :3, 1] < 0) and np.all(penalized[:, :3, 0] > 0)
+    np.testing.assert_allclose(penalized[:, 3:], 0.0, atol=1e-6)  # after it, the two are alike again
+
+
+def test_a_penalty_needs_per_tick_flags_and_a_reward_it_can_use() -> None:
+    no_flags = [fake_episode(i, [0.1, 0, 0], 9, np.random.default_rng(6)) for i in range(2)]
+    grouped = group_by_target(no_flags, group_size=2, n_steps=8)
+    with pytest.raises(ValueError, match="no per-tick intervention flags"):
+        build_finetune_samples(grouped, make_policy(), sparse_reward, np.random.default_rng(0), intervention_penalty=1)
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="intervention_penalty must be a finite reward >= 0"):
+            build_finetune_samples(
+                grouped, make_policy(), sparse_reward, np.random.default_rng(0), intervention_penalty=bad
+            )
+    with pytest.raises(ValueError, match="one flag per tick"):
+        episode_from_ticks(0, np.zeros((3, OBS_DIM)), np.zeros((3, ACTION_DIM)), GOAL_DIM, intervened=np.zeros(2, bool))

@@ -50,6 +50,7 @@ def test_log_is_cut_into_episodes_with_interventions(tmp_path: Path) -> None:
     first = data.episodes[0]
     assert first.n_steps == 4  # 5 ticks -> 4 transitions
     assert first.interventions == 2
+    np.testing.assert_array_equal(first.intervened, [False, False, True, True])  # per transition, for a penalty
     np.testing.assert_allclose(first.actions[:, 0], [0.01, 0.02, 0.03, 0.04], rtol=1e-6)  # sent == proposed here
     np.testing.assert_allclose(first.achieved_next[:, 0], [2, 3, 4, 5])  # the achieved goal one tick later
     assert (data.skipped_stopped, data.skipped_wrong_shape, data.n_records) == (1, 1, len(ticks))
