@@ -428,9 +428,11 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"Original task: DelayedFetchReach k=2. New condition: delay {cfg['delay']}, actuation gain {cfg['gain']} "
         f"(observation history kept at 2, as the deployed contract builds it). Line: {cfg['targets']} targets x "
-        f"{cfg['attempts']} attempts per round, sampled actions behind the safety filter, through the tick log. "
+        f"{cfg['attempts']} attempts per round, sampled actions (noise std {cfg.get('explore_scale', 1.0):g} x the "
+        "policy's) behind the safety filter, through the tick log. "
         f"{cfg['updates']} GRPO updates per round on the "
-        f"{cfg.get('trained_action', 'proposed')} actions, {cfg['rounds']} round(s). "
+        f"{cfg.get('trained_action', 'proposed')} actions, intervention penalty "
+        f"{cfg.get('intervention_penalty', 0.0):g} per tick, {cfg['rounds']} round(s). "
         f"Success = deterministic closed loop through the safety filter, {cfg['eval_episodes']} random-goal episodes "
         "(and the line's targets). Command: "
         f"`{report.get('command', 'benchmarks/continual.py')}`.",
