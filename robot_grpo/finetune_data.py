@@ -263,6 +263,12 @@ class LogGroupBuffer(HindsightGroupBuffer):
         return stats
 
 
+def check_intervention_penalty(penalty: float) -> None:
+    """Refuse an intervention penalty that is not a finite reward >= 0."""
+    if not (np.isfinite(penalty) and penalty >= 0):
+        raise ValueError(f"intervention_penalty must be a finite reward >= 0, got {penalty}")
+
+
 def intervened_flags(ep: LoggedEpisode, n_steps: int) -> np.ndarray:
     """An episode's per-transition intervention flags as float32 [n_steps]; refuses an episode logged without
     them (a penalty needs to know where the filter stepped in)."""
@@ -295,8 +301,7 @@ def build_finetune_samples(
     :param intervention_penalty: reward subtracted at each transition whose action the safety filter changed
         (>= 0; 0 = the task's reward only). Members that lean on the filter score below those that do not.
     """
-    if not (np.isfinite(intervention_penalty) and intervention_penalty >= 0):
-        raise ValueError(f"intervention_penalty must be a finite reward >= 0, got {intervention_penalty}")
+    check_intervention_penalty(intervention_penalty)
     sets = [(grouped.groups, False), (grouped.hindsight_groups, True)]
     if not grouped.groups and not grouped.hindsight_groups:
         raise ValueError(

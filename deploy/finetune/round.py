@@ -35,6 +35,7 @@ from robot_grpo.ewc import DEFAULT_EWC_GAMMA, DEFAULT_EWC_LAMBDA, EWCPenalty, ga
 from robot_grpo.finetune_data import (
     DEFAULT_GOAL_TOLERANCE_M,
     build_finetune_samples,
+    check_intervention_penalty,
     finetune_on_samples,
     group_by_target,
 )
@@ -82,8 +83,7 @@ class RoundConfig:
 
     def __post_init__(self) -> None:
         check_trained_action(self.trained_action)
-        if not (np.isfinite(self.intervention_penalty) and self.intervention_penalty >= 0):
-            raise ValueError(f"intervention_penalty must be a finite reward >= 0, got {self.intervention_penalty}")
+        check_intervention_penalty(self.intervention_penalty)
 
 
 @dataclass
