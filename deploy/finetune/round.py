@@ -43,11 +43,13 @@ from robot_grpo.finetune_data import (
 logger = logging.getLogger(__name__)
 
 DEFAULT_FISHER_STATES = 4096  # sim states for the export-time Fisher
-# Reward per logged tick whose action the safety filter changed (RoundConfig.intervention_penalty): one control
-# step away from the target costs as much. Without it the reward never sees the filter, so candidates that lean on it
-# more were refused by the gate. With it (continual.py, gated) interventions went to 0.00 per episode on tuned seeds
-# 1-3, and 2 of 3 unseen seeds met every target in each of the sets 4-6 and 7-9.
-DEFAULT_INTERVENTION_PENALTY = 1.0
+# Reward per logged tick whose action the safety filter changed (RoundConfig.intervention_penalty). Without it the
+# reward never sees the filter, and the gate refused the candidates that leaned on it more. It must stay well below
+# the task's cost of a control step away from the target (1): a policy whose filter steps in while it holds at a
+# target near a workspace face would otherwise score that hold as no better than being away. At 1.0 the demo's
+# candidate fell from 99/79% to 72/68% (original/drifted); at 0.25 it reached 100/100% with no interventions, and on
+# continual.py (gated) 2 of 3 tuned seeds (1-3) and 3 of 3 unseen seeds (10-12) met every target.
+DEFAULT_INTERVENTION_PENALTY = 0.25
 
 
 @dataclass
@@ -66,7 +68,8 @@ class RoundConfig:
     :param trained_action: the logged action GRPO trains on, ``"sent"`` (the filter's command, what the robot
         executed) or ``"proposed"`` (the policy's sample); see ``deploy.finetune.dataset``.
     :param intervention_penalty: reward subtracted at each logged tick whose action the safety filter changed
-        (the task's reward is -1 per control step away from the target, 0 at it); 0 = the task's reward only.
+        (the task's reward is -1 per control step away from the target, 0 at it; keep the penalty well below 1);
+        0 = the task's reward only.
     """
 
     group_size: int = 8
