@@ -12,6 +12,7 @@ import pytest
 
 from launch.jobs import validate_launch
 from launch.schema import LaunchError
+from robot_grpo.scale.pbt_member import member_index
 
 MEMBERS, ENVS, INTERVALS = 4, 24, 3
 INTERVAL = ENVS * 50  # one update of 24 PointReach envs x 50 steps
@@ -47,17 +48,13 @@ def population_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> Path:
 
 def by_member_index(record: dict) -> dict:
     """A log record without its timing, with Tune's trial ids (a random prefix per run) as member indices."""
-
-    def index(trial_id: str) -> str:
-        return trial_id.rpartition("_")[2]
-
     out = {key: value for key, value in record.items() if key != "elapsed_s"}
     for key in ("member", "from"):
         if key in out:
-            out[key] = index(out[key])
-    for key in ("success", "hyperparameters"):
-        if record["event"] == "interval":
-            out[key] = {index(trial): value for trial, value in record[key].items()}
+            out[key] = member_index(out[key])
+    if record["event"] == "interval":
+        for key in ("success", "hyperparameters"):
+            out[key] = {member_index(trial): value for trial, value in record[key].items()}
     return out
 
 
@@ -120,9 +117,9 @@ def test_a_second_run_of_the_same_config_repeats_the_first(population_run: Path,
     def log(run: Path) -> list[dict]:
         lines = (run / "population_log.jsonl").read_text().splitlines()
         records = [by_member_index(json.loads(line)) for line in lines]
-        return sorted(records, key=lambda r: (r["interval"], r["event"], r.get("member", "")))  # arrival order varies
+        return sorted(records, key=lambda r: (r["interval"], r["event"], r.get("member", -1)))  # arrival order varies
 
     assert log(rerun) == log(population_run)
     first, second = (json.loads((run / "population_summary.json").read_text()) for run in (population_run, rerun))
     assert second["best_success"] == first["best_success"]
-    assert second["best_member"].rpartition("_")[2] == first["best_member"].rpartition("_")[2]
+    assert member_index(second["best_member"]) == member_index(first["best_member"])
