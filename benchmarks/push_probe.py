@@ -47,6 +47,7 @@ from benchmarks.learning import EVAL_EPISODES, EVAL_SEED, MIB, TASKS, grpo_hyper
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RECENT_ROLLOUTS = 5  # rollouts averaged into block_moved
+ENV_KWARGS = "env_kwargs"  # a variant's key for env overrides (merged into the task's), not a GRPO argument
 GRIPPER_XYZ = slice(0, 3)  # FetchPush observation: gripper xyz, block xyz, block - gripper, ...
 GRIPPER_TO_BLOCK = slice(6, 9)
 
@@ -85,6 +86,19 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "target_kl": 0.01,
         "rollout_buffer_kwargs": {"skip_start_goals": True},
     },
+    # The env's dense reward (minus the block-to-goal distance, metres): a member that nudges the block toward the
+    # goal already beats its group, where the sparse reward gives every member the same -1 until one scores. (The
+    # start-goal test reads the reward as sparse, so skip_start_goals cannot tell a still block here.)
+    "dense_reward": {
+        "bound_coef": 1.0,
+        ENV_KWARGS: {"reward_type": "dense"},
+    },
+    # The sparse reward plus 10 per metre of block-to-goal distance (the buffer's distance term): the same ranking,
+    # with success and the start-goal test still read from the sparse reward.
+    "distance_10": {
+        "bound_coef": 1.0,
+        "rollout_buffer_kwargs": {"skip_start_goals": True, "distance_coef": 10.0},
+    },
 }
 
 
@@ -97,11 +111,18 @@ def hyperparameters(variant: str) -> dict[str, Any]:
     """The push launch file's GRPO arguments with the variant's overrides."""
     hyper = copy.deepcopy(grpo_hyperparameters(TASKS["push"]))
     for key, value in VARIANTS[variant].items():
+        if key == ENV_KWARGS:
+            continue
         if key == "rollout_buffer_kwargs":
             hyper[key] = {**hyper.get(key, {}), **value}
         else:
             hyper[key] = value
     return hyper
+
+
+def env_kwargs(variant: str) -> dict[str, Any]:
+    """The push task's env arguments with the variant's overrides (the evaluation env keeps the task's own)."""
+    return {**TASKS["push"].env_kwargs, **VARIANTS[variant].get(ENV_KWARGS, {})}
 
 
 def run_one(variant: str, seed: int, budget: int, eval_every: int) -> dict[str, Any]:
@@ -118,7 +139,7 @@ def run_one(variant: str, seed: int, budget: int, eval_every: int) -> dict[str, 
     task = TASKS["push"]
     hyper = hyperparameters(variant)
     n_envs = int(hyper.get("group_size", DEFAULT_GROUP_SIZE)) * int(hyper.get("n_groups", DEFAULT_N_GROUPS))
-    env = make_vec_env(task.env_id, n_envs=n_envs, seed=seed, env_kwargs=task.env_kwargs)
+    env = make_vec_env(task.env_id, n_envs=n_envs, seed=seed, env_kwargs=env_kwargs(variant))
     model = GRPO("MultiInputPolicy", env, seed=seed, **hyper)
     eval_env = make_vec_env(task.env_id, n_envs=EVAL_EPISODES, seed=EVAL_SEED, env_kwargs=task.env_kwargs)
     episode_steps = model.n_steps
@@ -156,7 +177,7 @@ def run_one(variant: str, seed: int, budget: int, eval_every: int) -> dict[str, 
 
         def _on_rollout_end(self) -> None:
             buffer = self.model.rollout_buffer
-            block_start, _ = buffer._start_goals()
+            block_start, goal_start = buffer._start_goals()
             block_end = buffer._grouped(buffer.achieved_next)[-1]
             moved = np.linalg.norm(block_end - block_start[:, None], axis=-1) > radius_m
             self.moved.append(float(moved.mean()))
@@ -166,11 +187,14 @@ def run_one(variant: str, seed: int, budget: int, eval_every: int) -> dict[str, 
             closest = np.linalg.norm(buffer.observations[..., GRIPPER_TO_BLOCK], axis=-1).min(axis=0)
             goal = buffer.observations[..., buffer.obs_dim - buffer.goal_dim :]  # desired_goal: the last block
             to_goal = np.linalg.norm(buffer.observations[..., GRIPPER_XYZ] - goal, axis=-1)  # [T, n_envs]
+            block_to_goal = np.linalg.norm(buffer.achieved_next - goal, axis=-1)  # [T, n_envs], after each step
             stats = self.model._rollout_stats
             self.last = {
                 "closest_approach_m": float(closest.mean()),
                 "gripper_to_goal_start_m": float(to_goal[0].mean()),
                 "gripper_to_goal_end_m": float(to_goal[-1].mean()),
+                "block_to_goal_start_m": float(np.linalg.norm(block_start - goal_start, axis=-1).mean()),
+                "block_to_goal_end_m": float(block_to_goal[-1].mean()),
                 "mean_abs": float(mean.abs().mean()),
                 "mean_outside": float((mean.abs() > 1.0).float().mean()),
                 "std": float(th.exp(self.model.policy.log_std.detach()).mean()),
@@ -207,8 +231,9 @@ def table(runs: list[dict[str, Any]], tuned: set[int]) -> str:
     lines = [
         "| variant | seed | env steps | success best / last | block moved >5 cm: first / last | closest approach m: "
         "first / last | gripper to goal m at the end: first / last (at the start) | mean abs(mu): first / last | "
-        "mean outside bounds: last | std: first / last | hindsight goals in use: last |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "mean outside bounds: last | std: first / last | hindsight goals in use: last | block to goal m at the end: "
+        "first / last (at the start) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         curve = run["curve"]
@@ -220,7 +245,9 @@ def table(runs: list[dict[str, Any]], tuned: set[int]) -> str:
             f"{_at(curve, 'gripper_to_goal_end_m', 0)} / {_at(curve, 'gripper_to_goal_end_m', -1)} "
             f"({_at(curve, 'gripper_to_goal_start_m', -1)}) | "
             f"{_at(curve, 'mean_abs', 0)} / {_at(curve, 'mean_abs', -1)} | {_at(curve, 'mean_outside', -1)} | "
-            f"{_at(curve, 'std', 0)} / {_at(curve, 'std', -1)} | {_at(curve, 'kept_goals', -1)} |"
+            f"{_at(curve, 'std', 0)} / {_at(curve, 'std', -1)} | {_at(curve, 'kept_goals', -1)} | "
+            f"{_at(curve, 'block_to_goal_end_m', 0)} / {_at(curve, 'block_to_goal_end_m', -1)} "
+            f"({_at(curve, 'block_to_goal_start_m', -1)}) |"
         )
     return "\n".join(lines)
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 DEFAULT_DELAY = 2  # control steps (80 ms at Fetch's 25 Hz), as DelayedFetchReach-v0
 FETCH_EPISODE_STEPS = 50  # gymnasium-robotics' Fetch time limit
+REWARD_TYPES = ("sparse", "dense")  # gymnasium-robotics' Fetch reward types
 DELAYED_FETCH_TASKS = {
     "DelayedFetchPush-v0": "FetchPush-v4",
     "DelayedFetchPickAndPlace-v0": "FetchPickAndPlace-v4",
@@ -31,6 +32,7 @@ def make_delayed_fetch(
     delay_range: tuple[int, int] | None = None,
     distance_threshold: float | None = None,
     episode_steps: int = FETCH_EPISODE_STEPS,
+    reward_type: str = "sparse",
     render_mode: str | None = None,
 ) -> SnapshotWrapper:
     """A gymnasium-robotics Fetch task with actuation delay and snapshots.
@@ -42,6 +44,8 @@ def make_delayed_fetch(
     :param episode_steps: episode length in control steps: the task's TimeLimit, inside the snapshot wrapper.
         (``gym.make(id, max_episode_steps=n)`` would add a second TimeLimit outside it, whose count a snapshot
         cannot carry: fine for group resets, which restore at the start of an episode, but not mid-episode.)
+    :param reward_type: "sparse" (-1 until the object is within the success radius, then 0) or "dense" (minus the
+        object-to-goal distance in metres). Success (``info["is_success"]``) is the same for both.
     :param render_mode: passed to the Fetch env (SB3's make_vec_env asks for "rgb_array").
     """
     import gymnasium_robotics  # noqa: F401  (registers the Fetch ids)
@@ -49,7 +53,9 @@ def make_delayed_fetch(
     from envs.action_delay import ActionDelay  # MuJoCo is imported when a Fetch env is made, not on `import envs`
     from envs.snapshots import with_snapshots
 
-    env = gym.make(task, max_episode_steps=episode_steps, render_mode=render_mode)
+    if reward_type not in REWARD_TYPES:
+        raise ValueError(f"reward_type must be one of {REWARD_TYPES}, got {reward_type!r}")
+    env = gym.make(task, max_episode_steps=episode_steps, reward_type=reward_type, render_mode=render_mode)
     if distance_threshold is not None:
         if distance_threshold <= 0:
             raise ValueError(f"distance_threshold must be > 0 metres, got {distance_threshold}")

@@ -26,6 +26,7 @@ from robot_grpo.advantages import group_advantages
 from robot_grpo.hindsight import (
     DEFAULT_N_SAMPLED_GOAL,
     HindsightConfig,
+    distance_penalty,
     importance_weights,
     relabel_rewards,
     sample_group_goals,
@@ -60,6 +61,7 @@ class RelabelledCopies(NamedTuple):
     old_log_prob: np.ndarray  # [K, T, n_groups, G]
     weights: np.ndarray  # [K, T, n_groups, G]
     horizon: np.ndarray  # [K, n_groups] last valid step
+    env_rewards: np.ndarray  # [K, T, n_groups, G]: the env's reward under each goal (``rewards`` less any shaping)
 
 
 def minibatches(
@@ -196,6 +198,10 @@ class GroupRolloutBuffer:
         del policy, compute_reward, rng, normalize_obs
         return None
 
+    def _own_rewards(self) -> np.ndarray:
+        """The rewards the original-goal rows are scored by, ``[T, n_groups, G]``: the env's here."""
+        return self._grouped(self.rewards)
+
     def _original_goal_mask(self, compute_reward: ComputeReward | None) -> np.ndarray:
         """Which (step, group) cells of the original-goal rows train, ``[1, T, n_groups, 1]``: all of them here."""
         del compute_reward
@@ -241,7 +247,7 @@ class GroupRolloutBuffer:
         self.log_prob = score_log_prob(policy, own_obs.reshape(-1, D), flat_act, self.device).reshape(T, n)
         copies = self._relabel(policy, compute_reward, rng, normalize_obs)
 
-        rewards = self._grouped(self.rewards)[None]
+        rewards = self._own_rewards()[None]
         old_lp = self._grouped(self.log_prob)[None]
         weights = np.ones_like(rewards)
         mask = self._original_goal_mask(compute_reward)
@@ -281,7 +287,7 @@ class GroupRolloutBuffer:
         if copies is not None:
             w = weights[1:][np.broadcast_to(mask[1:], weights[1:].shape)]
             k_idx, g_idx = np.indices(copies.horizon.shape)
-            last_reward = copies.rewards[k_idx, copies.horizon, g_idx]  # [K, n_groups, G]
+            last_reward = copies.env_rewards[k_idx, copies.horizon, g_idx]  # [K, n_groups, G]
             kept = copies.mask[:, 0, :, 0]  # [K, n_groups]: relabelled goals in use (step 0 is always in range)
             success = (last_reward >= SPARSE_SUCCESS_REWARD)[kept]
             stats.update(
@@ -323,6 +329,7 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
     :param is_clip: truncation of the weights.
     :param is_self_normalize: self-normalize the weights per time step.
     :param skip_start_goals: drop relabelled goals that the group's start already satisfies (object tasks).
+    :param distance_coef: reward subtracted per metre of achieved-to-goal distance after each step (0: off).
     """
 
     def __init__(
@@ -334,6 +341,7 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
         is_clip: float = 1.0,
         is_self_normalize: bool = False,
         skip_start_goals: bool = False,
+        distance_coef: float = 0.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -343,8 +351,22 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
                 "use rollout_buffer_class=GroupRolloutBuffer for other envs"
             )
         self.hindsight = HindsightConfig(
-            hindsight_strategy, n_sampled_goal, is_correction, is_clip, is_self_normalize, skip_start_goals
+            hindsight_strategy,
+            n_sampled_goal,
+            is_correction,
+            is_clip,
+            is_self_normalize,
+            skip_start_goals,
+            distance_coef,
         )
+
+    def _own_rewards(self) -> np.ndarray:
+        """The env's rewards plus the distance term under each step's own desired goal."""
+        rewards = super()._own_rewards()
+        if self.hindsight.distance_coef == 0:
+            return rewards
+        goal = self._grouped(self.observations)[..., self.obs_dim - self.goal_dim :]  # desired_goal: the last block
+        return rewards + distance_penalty(self._grouped(self.achieved_next), goal, self.hindsight.distance_coef)
 
     def _original_goal_mask(self, compute_reward: ComputeReward | None) -> np.ndarray:
         """With ``skip_start_goals`` a group whose own goal is satisfied at the start does not train on it either:
@@ -370,7 +392,10 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
         K = cfg.n_sampled_goal
         achieved = self._grouped(self.achieved_next)
         goals, horizon = sample_group_goals(achieved, cfg.strategy, K, rng)
-        rewards = relabel_rewards(compute_reward, achieved, goals) + self._grouped(self.reward_offsets)[None]
+        env_rewards = relabel_rewards(compute_reward, achieved, goals) + self._grouped(self.reward_offsets)[None]
+        rewards = env_rewards
+        if cfg.distance_coef > 0:
+            rewards = env_rewards + distance_penalty(achieved[None], goals[:, None, :, None, :], cfg.distance_coef)
         mask = (np.arange(T)[None, :, None] <= horizon[:, None, :])[..., None]  # [K, T, n_groups, 1]
         if cfg.skip_start_goals:
             start, _ = self._start_goals()
@@ -390,4 +415,4 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
             )
         else:
             weights = np.broadcast_to(mask, log_prob.shape).astype(np.float32)
-        return RelabelledCopies(obs, rewards, mask, log_prob, weights, horizon)
+        return RelabelledCopies(obs, rewards, mask, log_prob, weights, horizon, env_rewards)

@@ -38,6 +38,11 @@ class HindsightConfig:
     :param is_correction: weight relabelled samples by pi_old(a|s,g')/pi_old(a|s,g); False = weight 1 (ablation).
     :param is_clip: truncation level of the weights (> 0).
     :param is_self_normalize: divide the weights by their mean over the relabelled samples of each time step.
+    :param distance_coef: reward subtracted per metre of achieved-to-goal distance after each step (>= 0; 0: the
+        env's reward alone), under the original goal and every relabelled one. With an object task the sparse
+        reward gives every member of a group the same -1 until one scores; the distance term ranks a member that
+        nudged the object toward the goal above one that pushed it away. Success and ``skip_start_goals`` still
+        follow the env's own reward.
     :param skip_start_goals: drop goals that the group's start state already satisfies (see
         :func:`start_satisfied`), relabelled ones and the group's own. With an object task (FetchPush) most members
         leave the block where it was, so their final "achieved goal" is the start: relabelled with it, every member
@@ -51,6 +56,7 @@ class HindsightConfig:
     is_clip: float = 1.0
     is_self_normalize: bool = False
     skip_start_goals: bool = False
+    distance_coef: float = 0.0
 
     def __post_init__(self) -> None:
         if self.strategy not in HINDSIGHT_STRATEGIES:
@@ -61,6 +67,10 @@ class HindsightConfig:
             )
         if not self.is_clip > 0:
             raise ValueError(f"is_clip must be > 0, got {self.is_clip}")
+        if not (np.isfinite(self.distance_coef) and self.distance_coef >= 0):
+            raise ValueError(
+                f"distance_coef must be a finite reward per metre >= 0 (0 turns the term off), got {self.distance_coef}"
+            )
 
 
 def sample_group_goals(
@@ -111,6 +121,16 @@ def start_satisfied(
     start = np.broadcast_to(start_achieved[None], (K, n_groups, d)).reshape(-1, d)
     rewards = np.asarray(compute_reward(start, goals.reshape(-1, d), None), dtype=np.float64)
     return (rewards >= success_reward).reshape(K, n_groups)
+
+
+def distance_penalty(achieved_next: np.ndarray, goals: np.ndarray, coef: float) -> np.ndarray:
+    """``-coef * |achieved - goal|`` per step (reward; metres times reward per metre), float32.
+
+    :param achieved_next: achieved goal after each step ``[..., d]``.
+    :param goals: the goals, broadcastable to ``achieved_next``.
+    :param coef: reward per metre (>= 0).
+    """
+    return (-coef * np.linalg.norm(achieved_next - goals, axis=-1)).astype(np.float32)
 
 
 def relabel_rewards(

@@ -8,7 +8,13 @@ import torch as th
 
 from envs.point_reach import PointReachEnv
 from robot_grpo.buffers import HindsightGroupBuffer
-from robot_grpo.hindsight import HindsightConfig, importance_weights, relabel_rewards, sample_group_goals
+from robot_grpo.hindsight import (
+    HindsightConfig,
+    distance_penalty,
+    importance_weights,
+    relabel_rewards,
+    sample_group_goals,
+)
 from robot_grpo.policies import GoalGaussianPolicy
 
 T, N_GROUPS, G, D_GOAL = 5, 2, 4, 3
@@ -130,6 +136,37 @@ def test_config_rejects_bad_values():
         HindsightConfig(n_sampled_goal=0)
     with pytest.raises(ValueError, match="is_clip"):
         HindsightConfig(is_clip=-math.inf)
+    for coef in (-1.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="distance_coef"):
+            HindsightConfig(distance_coef=coef)
+
+
+def test_distance_penalty_is_minus_coef_times_the_distance():
+    achieved = np.array([[0.3, 0.0, 0.4], [0.0, 0.0, 0.0]])
+    np.testing.assert_allclose(distance_penalty(achieved, np.zeros(3), 2.0), [-1.0, 0.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("coef", [0.0, 10.0])
+def test_the_distance_term_ranks_members_the_sparse_reward_ties(coef):
+    # One goal 0.5 m out for every member; nobody reaches it (sparse reward -1 throughout). Member m ends m * 0.1 m
+    # closer: with the distance term the closer members get the larger advantages, without it all are 0.
+    buf, policy, env = _goal_buffer(n_sampled_goal=1, distance_coef=coef)
+    rng = np.random.default_rng(0)
+    goal = np.full((N_GROUPS * G, D_GOAL), 0.5 / math.sqrt(D_GOAL))
+    direction = goal / np.linalg.norm(goal, axis=1, keepdims=True)
+    progress = np.tile(np.arange(G), N_GROUPS)[:, None] * 0.1  # metres toward the goal by the end, per member
+    for t in range(T):
+        obs = rng.normal(size=(N_GROUPS * G, buf.obs_dim)).astype(np.float32)
+        obs[:, -D_GOAL:] = goal
+        buf.add(obs, rng.normal(size=(N_GROUPS * G, 3)), -np.ones(N_GROUPS * G), direction * progress * (t + 1) / T)
+    stats = buf.compute(policy, policy, env.compute_reward, np.random.default_rng(1))
+    first_step = buf._samples.advantages[: N_GROUPS * G].reshape(N_GROUPS, G)  # original-goal rows, t = 0
+    if coef == 0:
+        assert th.all(first_step == 0)
+    else:
+        assert th.all(first_step[:, 1:] > first_step[:, :-1])  # more progress, larger advantage
+    # each relabelled "final" goal is reached by the member it came from
+    assert stats["hindsight/relabelled_success"] > 0
 
 
 @pytest.mark.parametrize("skip", [False, True])
