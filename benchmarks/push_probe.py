@@ -99,6 +99,27 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "bound_coef": 1.0,
         "rollout_buffer_kwargs": {"skip_start_goals": True, "distance_coef": 10.0},
     },
+    # As distance_10, advantages divided by the batch's std, not each group's: a group whose block only trembled
+    # (returns apart by micrometres) is not blown up to unit advantages.
+    "distance_10_batch_scale": {
+        "bound_coef": 1.0,
+        "scale_advantages": "batch",
+        "rollout_buffer_kwargs": {"skip_start_goals": True, "distance_coef": 10.0},
+    },
+    # plus_bound_coef with 10 per metre of new closest gripper-to-block approach (envs.object_approach): getting
+    # the gripper to the block is scored before any push is, and no push is penalized.
+    "approach_10": {
+        "bound_coef": 1.0,
+        "rollout_buffer_kwargs": {"skip_start_goals": True},
+        ENV_KWARGS: {"approach_coef": 10.0},
+    },
+    # approach_10 with the distance term, advantages scaled by the batch's std (as distance_10_batch_scale).
+    "approach_10_distance_10": {
+        "bound_coef": 1.0,
+        "scale_advantages": "batch",
+        "rollout_buffer_kwargs": {"skip_start_goals": True, "distance_coef": 10.0},
+        ENV_KWARGS: {"approach_coef": 10.0},
+    },
 }
 
 

@@ -33,6 +33,7 @@ def make_delayed_fetch(
     distance_threshold: float | None = None,
     episode_steps: int = FETCH_EPISODE_STEPS,
     reward_type: str = "sparse",
+    approach_coef: float = 0.0,
     render_mode: str | None = None,
 ) -> SnapshotWrapper:
     """A gymnasium-robotics Fetch task with actuation delay and snapshots.
@@ -46,11 +47,14 @@ def make_delayed_fetch(
         cannot carry: fine for group resets, which restore at the start of an episode, but not mid-episode.)
     :param reward_type: "sparse" (-1 until the object is within the success radius, then 0) or "dense" (minus the
         object-to-goal distance in metres). Success (``info["is_success"]``) is the same for both.
+    :param approach_coef: reward per metre of new closest approach of the gripper to the object
+        (``envs.object_approach.ObjectApproachReward``; 0: off). Only for the object tasks.
     :param render_mode: passed to the Fetch env (SB3's make_vec_env asks for "rgb_array").
     """
     import gymnasium_robotics  # noqa: F401  (registers the Fetch ids)
 
     from envs.action_delay import ActionDelay  # MuJoCo is imported when a Fetch env is made, not on `import envs`
+    from envs.object_approach import ObjectApproachReward
     from envs.snapshots import with_snapshots
 
     if reward_type not in REWARD_TYPES:
@@ -60,6 +64,10 @@ def make_delayed_fetch(
         if distance_threshold <= 0:
             raise ValueError(f"distance_threshold must be > 0 metres, got {distance_threshold}")
         env.unwrapped.distance_threshold = float(distance_threshold)  # the Fetch constructors fix it
+    if approach_coef < 0:
+        raise ValueError(f"approach_coef must be >= 0 reward per metre (0: off), got {approach_coef}")
+    if approach_coef > 0:
+        env = ObjectApproachReward(env, approach_coef)  # its episode state is carried by the snapshots
     return with_snapshots(ActionDelay(env, delay=delay, delay_range=delay_range))
 
 

@@ -31,6 +31,8 @@ ENV_IDS = (
     "DelayedFetchPickAndPlace-v0",
     "DelayedFetchSlide-v0",
 )
+OBJECT_TASK_IDS = ("DelayedFetchPush-v0", "DelayedFetchPickAndPlace-v0", "DelayedFetchSlide-v0")
+MAX_APPROACH_COEF = 100.0  # reward per metre; the sparse reward is -1 per step, so far above any useful weight
 VARIANTS = ("fp32", "fp16", "int8", "engine")
 SCALE_BACKENDS = ("threaded", "ray")
 DEFAULT_PACKAGE = "models/default"
@@ -49,6 +51,14 @@ ENV = Section(
             "float", None, low=0.0, high=0.1, nullable=True, doc="override: position noise, metres"
         ),
         "distance_threshold": Field("float", 0.05, low=1e-3, high=0.5, doc="success radius, metres"),
+        "approach_coef": Field(
+            "float",
+            None,
+            low=0.0,
+            high=MAX_APPROACH_COEF,
+            nullable=True,
+            doc="object tasks: reward per metre of new closest gripper-to-object approach (a training signal)",
+        ),
         "calibration": Field(
             "path", None, nullable=True, doc="robot spec file: delay and noise (default calibration/sim_fetch.yaml)"
         ),
@@ -298,6 +308,12 @@ def validate_launch(data: Any, source: str = "<launch>") -> dict[str, Any]:
 
 def _check_consistency(job: str, resolved: dict[str, Any]) -> None:
     """Checks across keys that a per-key schema cannot make."""
+    env = resolved.get("env")
+    if env is not None and env.get("approach_coef") is not None and env["id"] not in OBJECT_TASK_IDS:
+        raise LaunchError(
+            f"'env.approach_coef' scores the gripper's approach to an object; {env['id']} has no object. Use it with "
+            f"{', '.join(OBJECT_TASK_IDS)}, or remove it"
+        )
     scale = resolved.get("scale")
     if job == "train" and scale["backend"] != "ray":
         for key in ("workers", "address"):

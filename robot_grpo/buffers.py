@@ -15,7 +15,7 @@ HerReplayBuffer keeps the original observations too): hindsight relabels with go
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -34,6 +34,9 @@ from robot_grpo.hindsight import (
 )
 from robot_grpo.policies import GoalGaussianPolicy, flat_obs_dim
 
+# info key under which an env reports the part of a step's reward that does not depend on the goal (e.g. a reaching
+# term; envs.object_approach writes it): hindsight copies keep it when they rescore the step under another goal.
+REWARD_OFFSET_KEY = "reward_offset"
 SPARSE_SUCCESS_REWARD = 0.0  # gymnasium-robotics sparse convention: 0 at the goal, -1 elsewhere
 LOG_PROB_CHUNK = 8192  # rows per no-grad forward pass when scoring the whole batch
 
@@ -93,6 +96,11 @@ def score_log_prob(policy: GoalGaussianPolicy, obs: np.ndarray, actions: np.ndar
         a = th.tensor(actions[start:stop], device=device)  # a copy: the rows may be a read-only broadcast
         out[start:stop] = policy.log_prob(o, a).cpu().numpy()
     return out
+
+
+def info_reward_offsets(infos: Sequence[dict[str, Any]]) -> np.ndarray:
+    """The goal-independent reward parts the envs reported in ``info[REWARD_OFFSET_KEY]`` (0 where absent), [n]."""
+    return np.array([float(info.get(REWARD_OFFSET_KEY, 0.0)) for info in infos], dtype=np.float32)
 
 
 class GroupRolloutBuffer:
@@ -171,7 +179,8 @@ class GroupRolloutBuffer:
         :param rewards: rewards of the step ``[n_envs]``.
         :param achieved_next: achieved goal after the step ``[n_envs, goal_dim]`` (None for non-goal envs).
         :param reward_offsets: the part of ``rewards`` that does not depend on the goal ``[n_envs]`` (e.g. a
-            penalty for a safety-filter intervention); hindsight copies keep it. None = 0.
+            penalty for a safety-filter intervention, or an env's ``info[REWARD_OFFSET_KEY]``); hindsight copies
+            keep it. None = 0.
         """
         if self.full:
             raise ValueError(f"buffer is full ({self.n_steps} steps); call reset() before adding a new rollout")

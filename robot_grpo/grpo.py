@@ -25,7 +25,7 @@ from stable_baselines3.common.utils import safe_mean
 from stable_baselines3.common.vec_env import VecEnv
 
 from robot_grpo.arguments import check_grpo_arguments
-from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer
+from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer, info_reward_offsets
 from robot_grpo.env_originals import EnvOriginals
 from robot_grpo.group_reset import check_snapshot_support, episode_length, group_reset
 from robot_grpo.grpo_update import ClippedGroupUpdate
@@ -348,7 +348,9 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
             achieved = None
             if is_goal:
                 achieved = originals.terminal_achieved_goals(infos) if last else new_original["achieved_goal"]
-            rollout_buffer.add(flatten_obs_np(original_obs), actions, originals.rewards(rewards), achieved)
+            rollout_buffer.add(
+                flatten_obs_np(original_obs), actions, originals.rewards(rewards), achieved, info_reward_offsets(infos)
+            )
             self._last_obs, original_obs = new_obs, new_original
             self._last_episode_starts = dones
 

@@ -92,11 +92,14 @@ class DistributedGRPO(GRPO):
         observations = np.concatenate([g.observations for g in groups], axis=1)  # [T, n_envs, obs_dim]
         actions = np.concatenate([g.actions for g in groups], axis=1)
         rewards = np.concatenate([g.rewards for g in groups], axis=1)
+        offsets = np.concatenate([g.reward_offsets for g in groups], axis=1)
         is_goal = groups[0].achieved_next is not None
         achieved = np.concatenate([g.achieved_next for g in groups], axis=1) if is_goal else None
         dones = np.zeros(self.n_envs, dtype=bool)
         for t in range(T):
-            rollout_buffer.add(observations[t], actions[t], rewards[t], None if achieved is None else achieved[t])
+            rollout_buffer.add(
+                observations[t], actions[t], rewards[t], None if achieved is None else achieved[t], offsets[t]
+            )
             self.num_timesteps += self.n_envs
             dones[:] = t == T - 1
             callback.update_locals(locals())

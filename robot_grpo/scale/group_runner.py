@@ -18,6 +18,8 @@ import gymnasium as gym
 import numpy as np
 import torch as th
 
+from robot_grpo.buffers import info_reward_offsets
+from robot_grpo.group_reset import SNAPSHOT_METHOD
 from robot_grpo.policies import GoalGaussianPolicy, flatten_obs_np
 from robot_grpo.scale.streams import group_noise, group_start_seed
 
@@ -32,6 +34,7 @@ class GroupRollout(NamedTuple):
     observations: np.ndarray  # [T, G, obs_dim] float32 flat observations before each step
     actions: np.ndarray  # [T, G, action_dim] float32 sampled actions (before clipping to the action space)
     rewards: np.ndarray  # [T, G] float32
+    reward_offsets: np.ndarray  # [T, G] float32: the goal-independent part of ``rewards`` (info[REWARD_OFFSET_KEY])
     achieved_next: np.ndarray | None  # [T, G, goal_dim] float64 achieved goal after each step (goal envs)
     successes: np.ndarray  # [G] float32 is_success of the last step (empty for envs without it)
     compute_s: float  # wall seconds the worker spent on the group (for the overhead benchmark)
@@ -43,10 +46,19 @@ def _stack(observations: list[Any]) -> dict[str, np.ndarray] | np.ndarray:
     return np.stack(observations)
 
 
+def _find_snapshot(env: gym.Env) -> Any:
+    """The env's ``snapshot`` method, on the env or one of its wrappers (``envs.with_snapshots``), or None."""
+    try:
+        return env.get_wrapper_attr(SNAPSHOT_METHOD)
+    except AttributeError:
+        return None
+
+
 class GroupRunner:
     """``group_size`` envs from ``env_factory`` that play whole groups.
 
-    :param env_factory: builds one env offering ``env.unwrapped.snapshot()`` and ``reset(options={"snapshot": s})``.
+    :param env_factory: builds one env offering ``snapshot()`` (on the env or a wrapper, as ``envs.with_snapshots``
+        adds it) and ``reset(options={"snapshot": s})``.
     :param group_size: members per group (G).
     """
 
@@ -56,10 +68,11 @@ class GroupRunner:
         self.envs = [env_factory() for _ in range(group_size)]
         self.group_size = group_size
         leader = self.envs[0]
-        if not callable(getattr(leader.unwrapped, "snapshot", None)):
+        if not callable(_find_snapshot(leader)):
             raise ValueError(
-                f"{leader.unwrapped!r} has no snapshot(); distributed group rollouts need the snapshot API "
-                "(env.unwrapped.snapshot() and reset(options={'snapshot': s}))"
+                f"{leader!r} has no snapshot(); distributed group rollouts need the snapshot API (snapshot() on the "
+                "env or one of its wrappers, and reset(options={'snapshot': s})). For a MuJoCo gymnasium env, wrap "
+                "it with envs.with_snapshots"
             )
         space = leader.action_space
         if not isinstance(space, gym.spaces.Box):
@@ -67,14 +80,15 @@ class GroupRunner:
         self.low, self.high = space.low, space.high
         self.action_dim = int(np.prod(space.shape))
         leader.reset(seed=PRISTINE_SEED)
-        self._pristine = leader.unwrapped.snapshot()
+        self._snapshot = _find_snapshot(leader)
+        self._pristine = self._snapshot()
 
     def _start(self, start_seed: int) -> list[Any]:
         """Reset every member to one fresh start drawn with ``start_seed`` from the pristine state."""
         leader = self.envs[0]
         leader.reset(options={"snapshot": self._pristine})
         leader.reset(seed=start_seed)
-        snapshot = leader.unwrapped.snapshot()
+        snapshot = self._snapshot()
         return [env.reset(options={"snapshot": snapshot})[0] for env in self.envs]
 
     @th.no_grad()
@@ -89,6 +103,7 @@ class GroupRunner:
         observations = np.zeros((T, G, flat0.shape[1]), dtype=np.float32)
         actions = np.zeros((T, G, self.action_dim), dtype=np.float32)
         rewards = np.zeros((T, G), dtype=np.float32)
+        offsets = np.zeros((T, G), dtype=np.float32)
         achieved = np.zeros((T, G, obs["achieved_goal"].shape[1]), dtype=np.float64) if is_goal else None
         successes: list[float] = []
         for t in range(T):
@@ -107,6 +122,7 @@ class GroupRunner:
             obs = _stack([s[0] for s in steps])
             observations[t], actions[t] = flat, action
             rewards[t] = [s[1] for s in steps]
+            offsets[t] = info_reward_offsets([s[4] for s in steps])
             if achieved is not None:
                 achieved[t] = obs["achieved_goal"]
             if t == T - 1:
@@ -116,6 +132,7 @@ class GroupRunner:
             observations,
             actions,
             rewards,
+            offsets,
             achieved,
             np.asarray(successes, dtype=np.float32),
             time.perf_counter() - start,

@@ -101,7 +101,7 @@ def test_registered_delayed_fetch_tasks_pass_the_env_checker(env_id):
 def test_delayed_fetch_reward_type_is_passed_on_and_checked():
     dense = gym.make("DelayedFetchPush-v0", reward_type="dense")
     compute_reward = dense.get_wrapper_attr("compute_reward")
-    goal = np.zeros((1, 3))
-    np.testing.assert_allclose(compute_reward(goal + [0.3, 0.4, 0.0], goal, None), [-0.5])  # minus the distance, m
+    goal, achieved = np.zeros((1, 3)), np.array([[0.3, 0.4, 0.0]])
+    np.testing.assert_allclose(compute_reward(achieved, goal, None), [-0.5])  # minus the distance, metres
     with pytest.raises(ValueError, match="reward_type"):
         gym.make("DelayedFetchPush-v0", reward_type="shaped")

@@ -53,6 +53,11 @@ def test_defaults_are_filled_in():
             {"job": "finetune", "logs": "x.tlog", "intervention_penalty": -1.0},
             "'intervention_penalty' = -1.0 is out of range",
         ),
+        (
+            {"job": "train", "env": {"approach_coef": 5.0}},
+            "'env.approach_coef' scores the gripper's approach to an object; DelayedFetchReach-v0 has no object",
+        ),
+        ({"job": "train", "env": {"id": "DelayedFetchPush-v0", "approach_coef": -1}}, "'env.approach_coef' = -1"),
     ],
 )
 def test_bad_launch_data_names_the_key(data, message):

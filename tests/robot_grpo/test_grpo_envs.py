@@ -36,6 +36,18 @@ def test_grpo_trains_on_delayed_fetch_push():
     assert model.rollout_buffer.n_samples > G * N_GROUPS * EPISODE_STEPS  # hindsight added relabelled rows
 
 
+def test_the_reaching_term_an_env_reports_reaches_the_buffer_and_its_hindsight_copies():
+    env = make_vec_env("DelayedFetchPush-v0", n_envs=G * N_GROUPS, seed=0, env_kwargs={"approach_coef": 5.0})
+    model = GRPO("MultiInputPolicy", env, seed=0, **TINY)
+    model.learn(G * N_GROUPS * EPISODE_STEPS)
+    buffer = model.rollout_buffer
+    assert np.all(buffer.reward_offsets >= 0) and np.any(buffer.reward_offsets > 0)  # 5 per metre of new approach
+    np.testing.assert_allclose(buffer.rewards - buffer.reward_offsets, -1.0, atol=1e-5)  # the sparse part: no push
+    copies = buffer._relabel(model.policy, model._compute_reward, np.random.default_rng(0), None)
+    sparse = copies.rewards - buffer._grouped(buffer.reward_offsets)[None]
+    assert np.all(np.isclose(sparse, 0.0, atol=1e-5) | np.isclose(sparse, -1.0, atol=1e-5))
+
+
 @pytest.mark.parametrize("delay", [0, 2])
 def test_grpo_trains_on_fetch_reach_wrapped_with_snapshots(delay):
     def wrap(env: gym.Env) -> gym.Env:

@@ -87,3 +87,18 @@ def test_episodes_that_end_before_the_time_limit_are_refused():
     runner = GroupRunner(functools.partial(make_env, *POINT), G)
     with pytest.raises(ValueError, match="time limit"):
         runner.run(policy, 1, 0, 0, n_steps=8)  # the env truncates at 6
+
+
+def test_the_goal_free_reward_part_an_env_reports_is_returned():
+    push = ("DelayedFetchPush-v0", {"approach_coef": 5.0})
+    policy, n_steps = policy_for(*push)
+    out = GroupRunner(functools.partial(make_env, *push), G).run(policy, 2, 0, 0, n_steps)
+    assert out.reward_offsets.shape == (n_steps, G) and np.any(out.reward_offsets > 0)
+    np.testing.assert_allclose(out.rewards - out.reward_offsets, -1.0, atol=1e-5)  # the sparse part: no push
+
+
+def test_an_env_without_snapshots_is_refused_with_the_wrapper_named():
+    import gymnasium as gym
+
+    with pytest.raises(ValueError, match="envs.with_snapshots"):
+        GroupRunner(lambda: gym.make("Reacher-v5"), G)
