@@ -59,6 +59,7 @@ ALL_VARIANTS = (*GRPO_VARIANTS, "sac_her")
 SECONDS_PER_MINUTE = 60.0
 DEFAULT_SAC_WALL_S = 45 * SECONDS_PER_MINUTE
 MIB = 1024.0  # ru_maxrss is in KiB on Linux
+TRAINING_SIGNAL_KEYS = ("approach_coef",)  # launch-file env keys that shape the reward, not the task
 
 
 @dataclass(frozen=True)
@@ -118,10 +119,20 @@ SAC_SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
+def _launch_file(task: Task) -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "launch" / task.launch_file).read_text())
+
+
 def grpo_hyperparameters(task: Task) -> dict[str, Any]:
     """The GRPO constructor arguments of the task's launch file (empty = the defaults)."""
-    data = yaml.safe_load((ROOT / "launch" / task.launch_file).read_text())
-    return dict(data["train"].get("hyperparameters") or {})
+    return dict(_launch_file(task)["train"].get("hyperparameters") or {})
+
+
+def grpo_env_kwargs(task: Task) -> dict[str, Any]:
+    """The task's env with the training signals GRPO's launch file adds (``TRAINING_SIGNAL_KEYS``): GRPO trains on
+    them; SAC+HER keeps the rl-zoo setting (the env's own reward). Success, and so every evaluation, is the same."""
+    env = _launch_file(task).get("env") or {}
+    return {**task.env_kwargs, **{k: env[k] for k in TRAINING_SIGNAL_KEYS if env.get(k) is not None}}
 
 
 def build_model(task: Task, variant: str, seed: int) -> Any:
@@ -138,7 +149,7 @@ def build_model(task: Task, variant: str, seed: int) -> Any:
         hyper = grpo_hyperparameters(task)
         n_envs = int(hyper.get("group_size", DEFAULT_GROUP_SIZE)) * int(hyper.get("n_groups", DEFAULT_N_GROUPS))
         threads = {"vec_env_cls": ThreadedVecEnv, "vec_env_kwargs": {"n_threads": 2}} if "2threads" in variant else {}
-        env = make_vec_env(task.env_id, n_envs=n_envs, seed=seed, env_kwargs=task.env_kwargs, **threads)
+        env = make_vec_env(task.env_id, n_envs=n_envs, seed=seed, env_kwargs=grpo_env_kwargs(task), **threads)
         if variant == "grpo_no_hindsight":
             hyper["rollout_buffer_class"] = GroupRolloutBuffer
         if variant == "grpo_no_is":
