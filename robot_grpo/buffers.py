@@ -64,7 +64,7 @@ class RelabelledCopies(NamedTuple):
     old_log_prob: np.ndarray  # [K, T, n_groups, G]
     weights: np.ndarray  # [K, T, n_groups, G]
     horizon: np.ndarray  # [K, n_groups] last valid step
-    env_rewards: np.ndarray  # [K, T, n_groups, G]: the env's reward under each goal (``rewards`` less any shaping)
+    goal_rewards: np.ndarray  # [K, T, n_groups, G]: compute_reward under each goal alone (no offsets, no distance)
 
 
 def minibatches(
@@ -296,7 +296,7 @@ class GroupRolloutBuffer:
         if copies is not None:
             w = weights[1:][np.broadcast_to(mask[1:], weights[1:].shape)]
             k_idx, g_idx = np.indices(copies.horizon.shape)
-            last_reward = copies.env_rewards[k_idx, copies.horizon, g_idx]  # [K, n_groups, G]
+            last_reward = copies.goal_rewards[k_idx, copies.horizon, g_idx]  # [K, n_groups, G]
             kept = copies.mask[:, 0, :, 0]  # [K, n_groups]: relabelled goals in use (step 0 is always in range)
             success = (last_reward >= SPARSE_SUCCESS_REWARD)[kept]
             stats.update(
@@ -401,10 +401,10 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
         K = cfg.n_sampled_goal
         achieved = self._grouped(self.achieved_next)
         goals, horizon = sample_group_goals(achieved, cfg.strategy, K, rng)
-        env_rewards = relabel_rewards(compute_reward, achieved, goals) + self._grouped(self.reward_offsets)[None]
-        rewards = env_rewards
+        goal_rewards = relabel_rewards(compute_reward, achieved, goals)
+        rewards = goal_rewards + self._grouped(self.reward_offsets)[None]
         if cfg.distance_coef > 0:
-            rewards = env_rewards + distance_penalty(achieved[None], goals[:, None, :, None, :], cfg.distance_coef)
+            rewards = rewards + distance_penalty(achieved[None], goals[:, None, :, None, :], cfg.distance_coef)
         mask = (np.arange(T)[None, :, None] <= horizon[:, None, :])[..., None]  # [K, T, n_groups, 1]
         if cfg.skip_start_goals:
             start, _ = self._start_goals()
@@ -424,4 +424,4 @@ class HindsightGroupBuffer(GroupRolloutBuffer):
             )
         else:
             weights = np.broadcast_to(mask, log_prob.shape).astype(np.float32)
-        return RelabelledCopies(obs, rewards, mask, log_prob, weights, horizon, env_rewards)
+        return RelabelledCopies(obs, rewards, mask, log_prob, weights, horizon, goal_rewards)

@@ -213,3 +213,19 @@ def test_a_group_whose_own_goal_holds_at_the_start_does_not_train_on_it():
     original_rows = np.isclose(goals, 0.0).all(axis=1).sum()
     assert original_rows == 0  # group 0's original-goal rows were dropped ...
     assert np.isclose(goals, 0.2).all(axis=1).sum() == T * G  # ... group 1's stayed
+
+
+def test_relabelled_success_is_read_from_the_goal_reward_alone():
+    # Every member walks away from the start; goal-free offsets of +2 per step (a reaching bonus) must not turn the
+    # members that missed a relabelled goal into successes in the statistics.
+    def success(offset: float) -> float:
+        buf, policy, env = _goal_buffer(n_sampled_goal=G)
+        rng = np.random.default_rng(0)
+        ends = rng.uniform(0.2, 0.4, size=(N_GROUPS * G, D_GOAL))
+        for t in range(T):
+            obs = rng.normal(size=(N_GROUPS * G, buf.obs_dim)).astype(np.float32)
+            offsets = np.full(N_GROUPS * G, offset)
+            buf.add(obs, rng.normal(size=(N_GROUPS * G, 3)), offsets - 1.0, ends * (t + 1) / T, reward_offsets=offsets)
+        return buf.compute(policy, policy, env.compute_reward, np.random.default_rng(1))["hindsight/relabelled_success"]
+
+    assert success(2.0) == success(0.0) < 1.0
