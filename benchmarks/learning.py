@@ -363,10 +363,12 @@ def write_outputs(task_name: str, runs: list[dict[str, Any]], meta: dict[str, An
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps({"meta": meta, "summary": rows, "runs": runs}, indent=1))
     title = f"{task.env_id} {task.env_kwargs}"
+    signals = {k: v for k, v in meta.get("grpo_env_kwargs", {}).items() if k in TRAINING_SIGNAL_KEYS}
+    trained_on = f" GRPO trains with {signals} (success, and so every evaluation, is unchanged)." if signals else ""
     header = (
         f"# Learning benchmark ({task_name}): {title}\n\nTarget {task.target:.0%} deterministic success over "
-        f"{EVAL_EPISODES} fixed episodes; budget {task.budget} env steps. GRPO settings: launch/{task.launch_file}.\n\n"
-        f"Commands: {'; '.join(f'`{c}`' for c in meta['commands'])}\n\n"
+        f"{EVAL_EPISODES} fixed episodes; budget {task.budget} env steps. GRPO settings: launch/{task.launch_file}."
+        f"{trained_on}\n\nCommands: {'; '.join(f'`{c}`' for c in meta['commands'])}\n\n"
     )
     (RESULTS / f"{name}.md").write_text(header + table + "\n")
     plot(runs, tuned, f"{task_name}: {title}", RESULTS / f"{name}.png")
@@ -427,6 +429,7 @@ def main() -> None:
         "task": args.task,
         "env_id": task.env_id,
         "env_kwargs": task.env_kwargs,
+        "grpo_env_kwargs": grpo_env_kwargs(task),  # with the launch file's training signals (TRAINING_SIGNAL_KEYS)
         "grpo_hyperparameters": hyper,
         "sac_settings": SAC_SETTINGS[task.sac],
         "eval_episodes": EVAL_EPISODES,
