@@ -127,6 +127,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # success peaked at 22% (192k), then fell back. An entropy bonus, or fitting each rollout half as hard.
     "launch_file_ent_0.01": {"ent_coef": 0.01},
     "launch_file_4_epochs": {"n_epochs": 4},
+    # With the block moving in most episodes, more relabelled successes per rollout: 16 "future" goals (the block
+    # part-way through a push counts too), or the importance weights hindsight is defined with.
+    "launch_file_future_16": {"rollout_buffer_kwargs": {"hindsight_strategy": "future", "n_sampled_goal": 16}},
+    "launch_file_is_correction": {"rollout_buffer_kwargs": {"is_correction": True}},
     # approach_10 with the distance term, advantages scaled by the batch's std (as distance_10_batch_scale).
     "approach_10_distance_10": {
         "bound_coef": 1.0,

@@ -6,8 +6,9 @@ gripper to the object first: a policy that never touches the object never sees a
 :class:`ObjectApproachReward` adds ``coef * (closest so far - closest now)`` (reward per metre): the gripper is
 paid each time it comes closer to the object than it has been this episode, ``coef * (d_0 - min_t d_t)`` in all.
 It never pays less than zero, so moving away later - behind the object to push it, or because a push sent the
-object off - costs nothing. (Minus the distance itself was tried first: on delayed FetchPush the policy learned to
-park the gripper beside the block without pushing it, since every push moved the block away from the gripper.)
+object off - costs nothing. (Minus the distance itself was tried first, with the hindsight buffer's distance term:
+on delayed FetchPush the policy learned to park the gripper beside the block without pushing it, since every push
+moved the block away from the gripper; contacts fell from 40% to 8% of episodes in 450k env steps.)
 
 The bonus is reported in ``info[REWARD_OFFSET_KEY]``: it does not depend on the goal, so a hindsight learner keeps
 it when it rescores a step under another goal (``robot_grpo.buffers.REWARD_OFFSET_KEY`` reads the same key).
