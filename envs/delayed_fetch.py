@@ -9,6 +9,7 @@ DelayedFetchReach-v0 stays ``envs.delayed_fetch_reach`` (the robot task, with it
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import gymnasium as gym
@@ -64,8 +65,8 @@ def make_delayed_fetch(
         if distance_threshold <= 0:
             raise ValueError(f"distance_threshold must be > 0 metres, got {distance_threshold}")
         env.unwrapped.distance_threshold = float(distance_threshold)  # the Fetch constructors fix it
-    if approach_coef < 0:
-        raise ValueError(f"approach_coef must be >= 0 reward per metre (0: off), got {approach_coef}")
+    if not (math.isfinite(approach_coef) and approach_coef >= 0):  # NaN must not switch the bonus off silently
+        raise ValueError(f"approach_coef must be a finite reward per metre >= 0 (0: off), got {approach_coef}")
     if approach_coef > 0:
         env = ObjectApproachReward(env, approach_coef)  # its episode state is carried by the snapshots
     return with_snapshots(ActionDelay(env, delay=delay, delay_range=delay_range))
