@@ -31,7 +31,7 @@ from robot_grpo.group_reset import check_snapshot_support, episode_length, group
 from robot_grpo.grpo_update import ClippedGroupUpdate
 from robot_grpo.losses import ExtraLossTerm
 from robot_grpo.policies import GoalGaussianPolicy, flatten_obs_np
-from robot_grpo.schedules import log_std_bound, make_schedule
+from robot_grpo.schedules import check_log_std_bounds, log_std_bound, make_schedule
 
 SelfGRPO = TypeVar("SelfGRPO", bound="GRPO")
 
@@ -75,6 +75,9 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
         Hindsight with achieved goals does not penalize action noise (a member's own end point is its goal, however
         noisy its path), so on precision tasks the learned std hardly shrinks and the deterministic policy settles
         ~1 cm off the goal (2 cm reach, std 0.6); a falling bound brings the precision back.
+    :param min_log_std: lower bound of the policy's log-std, applied after every update (the same forms as
+        ``max_log_std``); None leaves it free. A floor keeps exploring where the clipped surrogate shrinks the
+        std faster than the task is learned (delayed FetchPush: std 0.58 -> 0.17 while success fell back).
     :param beta: coefficient of the k3 KL to the reference policy.
     :param adaptive_beta: adapt ``beta`` (x2 or /2) after each update to keep kl_ref near ``target_kl``.
     :param target_kl: approx-KL budget per update; None turns off early stop, rollback and adaptive beta.
@@ -129,6 +132,7 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
         clip_range_high: float | Schedule | None = None,
         dual_clip: float | None = None,
         max_log_std: float | Sequence[float] | Schedule | None = None,
+        min_log_std: float | Sequence[float] | Schedule | None = None,
         beta: float = 0.0,
         adaptive_beta: bool = False,
         target_kl: float | None = None,
@@ -176,6 +180,7 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
         self.clip_range_high = clip_range_high
         self.dual_clip = dual_clip
         self.max_log_std = max_log_std
+        self.min_log_std = min_log_std
         self.beta = beta
         self.adaptive_beta = adaptive_beta
         self.target_kl = target_kl
@@ -233,6 +238,8 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
         high = self.clip_range if self.clip_range_high is None else self.clip_range_high
         self.clip_range_high_schedule = make_schedule(high)
         self.max_log_std_schedule = None if self.max_log_std is None else log_std_bound(self.max_log_std)
+        self.min_log_std_schedule = None if self.min_log_std is None else log_std_bound(self.min_log_std)
+        check_log_std_bounds(self.min_log_std_schedule, self.max_log_std_schedule)
 
         self.policy = self.policy_class(
             self.observation_space, self.action_space, self.lr_schedule, **self.policy_kwargs

@@ -42,11 +42,18 @@ class ClippedGroupUpdate:
     def train(self) -> None:
         """One update on the last rollout's rows; the reference policy is refreshed every ``ref_update_interval``."""
         self._update(self.rollout_buffer.samples, self.extra_loss_terms, self._th_gen)
-        if self.max_log_std_schedule is not None:
-            with th.no_grad():
-                self.policy.log_std.clamp_(max=self.max_log_std_schedule(self._current_progress_remaining))
+        self._bound_log_std()
         if self.ref_update_interval > 0 and self._n_updates % self.ref_update_interval == 0:
             self.reset_reference()
+
+    def _bound_log_std(self) -> None:
+        """Clamp the policy's log-std into [min_log_std, max_log_std] at the current training progress."""
+        progress = self._current_progress_remaining
+        with th.no_grad():
+            if self.max_log_std_schedule is not None:
+                self.policy.log_std.clamp_(max=self.max_log_std_schedule(progress))
+            if self.min_log_std_schedule is not None:
+                self.policy.log_std.clamp_(min=self.min_log_std_schedule(progress))
 
     def train_on_samples(
         self,

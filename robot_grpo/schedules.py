@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+import numpy as np
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, LinearSchedule
 
 SCHEDULE_KINDS = ("constant", "linear", "cosine")
@@ -63,3 +64,23 @@ def log_std_bound(value: float | Sequence[float] | Schedule) -> FloatSchedule:
             )
         return FloatSchedule(LinearSchedule(float(value[0]), float(value[1]), end_fraction))
     return make_schedule(value)
+
+
+BOUND_CHECK_POINTS = 1001  # progress values at which a floor and a ceiling of the log-std are compared
+
+
+def check_log_std_bounds(floor: Schedule | None, ceiling: Schedule | None) -> None:
+    """Raise ValueError when a log-std floor lies above the ceiling anywhere in training (progress 1 -> 0).
+
+    Checked on ``BOUND_CHECK_POINTS`` evenly spaced progress values (both ends included), which catches every
+    crossing of linear bounds whose end fractions are multiples of 0.001.
+    """
+    if floor is None or ceiling is None:
+        return
+    for progress in np.linspace(1.0, 0.0, BOUND_CHECK_POINTS):
+        low, high = float(floor(progress)), float(ceiling(progress))
+        if low > high:
+            raise ValueError(
+                f"min_log_std ({low:g}) lies above max_log_std ({high:g}) at training progress "
+                f"{1.0 - progress:.3f}: lower min_log_std or raise max_log_std so the floor stays under the ceiling"
+            )

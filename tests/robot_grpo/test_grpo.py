@@ -354,6 +354,26 @@ def test_max_log_std_bounds_the_learned_noise_on_a_linear_schedule():
         small_model(max_log_std=[-0.5, -1.0, -2.0])
 
 
+def test_min_log_std_holds_the_noise_up_against_a_loss_that_drives_it_down():
+    class Shrink:
+        name = "shrink"
+
+        def __call__(self, policy):
+            return 10.0 * policy.log_std.sum()  # minimized by ever smaller noise
+
+    budget = 2 * G * N_GROUPS * EP_STEPS
+    free = small_model(extra_loss_terms=[Shrink()], learning_rate=1e-2)
+    free.learn(budget)
+    assert float(free.policy.log_std.max()) < -0.8  # without a floor the loss drives the std down
+    floored = small_model(extra_loss_terms=[Shrink()], learning_rate=1e-2, min_log_std=-0.6)
+    floored.learn(budget)
+    np.testing.assert_allclose(floored.policy.log_std.detach().numpy(), -0.6)
+    with pytest.raises(
+        ValueError, match=r"min_log_std \(-0.5\) lies above max_log_std \(-0.50\d*\) at training progress 0.251"
+    ):
+        small_model(min_log_std=-0.5, max_log_std=[-0.3, -1.1])  # the ceiling passes -0.5 a quarter of the way
+
+
 def test_max_log_std_reaches_its_end_at_the_end_fraction():
     """[start, end, 0.5]: the bound falls over the first half of training and stays at its end after."""
     bound = log_std_bound([-0.5, -1.5, 0.5])
