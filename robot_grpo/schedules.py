@@ -13,6 +13,7 @@ import numpy as np
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, LinearSchedule
 
 SCHEDULE_KINDS = ("constant", "linear", "cosine")
+BOUND_CHECK_POINTS = 1001  # progress values at which a floor and a ceiling of the log-std are compared
 LINEAR_PAIR = 2  # [start, end] (an optional third value is the end fraction)
 Schedule = Callable[[float], float]
 
@@ -64,9 +65,6 @@ def log_std_bound(value: float | Sequence[float] | Schedule) -> FloatSchedule:
             )
         return FloatSchedule(LinearSchedule(float(value[0]), float(value[1]), end_fraction))
     return make_schedule(value)
-
-
-BOUND_CHECK_POINTS = 1001  # progress values at which a floor and a ceiling of the log-std are compared
 
 
 def check_log_std_bounds(floor: Schedule | None, ceiling: Schedule | None) -> None:
