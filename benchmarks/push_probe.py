@@ -137,6 +137,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "min_log_std": -1.0,
         "rollout_buffer_kwargs": {"hindsight_strategy": "future", "n_sampled_goal": 16},
     },
+    # The per-member signal is one return compared inside a group: 16 members per group make that comparison less
+    # noisy (twice the env steps per update); a shorter horizon (gamma 0.95) credits the steps near a push more.
+    "launch_file_16_members": {"group_size": 16},
+    "launch_file_gamma_0.95": {"gamma": 0.95},
     # approach_10 with the distance term, advantages scaled by the batch's std (as distance_10_batch_scale).
     "approach_10_distance_10": {
         "bound_coef": 1.0,
