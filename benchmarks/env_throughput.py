@@ -1,5 +1,7 @@
 """Env throughput, side by side in one run: raw FetchReach-v4, its bare mj_step cost, DelayedFetchReach (k=2),
-PointReach (k=2), and a batch of 16 DelayedFetchReach envs stepped on one core and across two.
+PointReach (k=2), raw FetchPush-v4 against DelayedFetchPush-v0 (k=2: the generic delay and snapshot wrappers with
+the Fetch lookups cached, ``envs.fetch_lookups``), and a batch of 16 DelayedFetchReach envs stepped on one core and
+across two.
 
 Every measurement runs for a fixed wall time once per round and the rounds interleave the cases, so a burst of
 load from other processes hits all of them alike; the tables report the median over rounds (and min / max).
@@ -55,6 +57,8 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # /proc CPU times are in these ticks per
 MIN_CPU_S = 1e-3  # guards the CPU-rate division against a too coarse clock
 TARGET_WRAPPER_OVERHEAD = 0.10
 MJ_STEP_IN_ENV = "mj_step x20 alone, timed inside DelayedFetchReach steps"
+RAW_PUSH = "raw FetchPush-v4 (gym.make)"
+DELAYED_PUSH = f"DelayedFetchPush-v0 k={DELAY_STEPS} (gym.make)"
 BATCH_KEYS = {  # derived-metric key -> case name of the parallel batch runs
     "threads": "batch16: 2 threads x 8 envs",
     "processes": "batch16: 2 processes x 8 envs",
@@ -372,6 +376,8 @@ def derive(wall: dict[str, dict[str, float]], cpu: dict[str, dict[str, float]]) 
     out = {
         "delayed_vs_raw_overhead_wall": w(raw) / w(delayed) - 1.0,
         "delayed_vs_raw_overhead_cpu": c(raw) / c(delayed) - 1.0,
+        "delayed_push_vs_raw_overhead_wall": w(RAW_PUSH) / w(DELAYED_PUSH) - 1.0,
+        "delayed_push_vs_raw_overhead_cpu": c(RAW_PUSH) / c(DELAYED_PUSH) - 1.0,
         "wrapper_logic_share_of_raw_cpu": c(raw) / c(point),
         "mj_step_share_of_raw_cpu": c(raw) / c(MJ_STEP_IN_ENV),
         "mj_step_share_of_delayed_cpu": c(delayed) / c(MJ_STEP_IN_ENV),
@@ -418,6 +424,9 @@ def write_markdown(result: dict[str, Any], path: Path) -> None:
         f"| DelayedFetchReach k=2 time per step / raw FetchReach-v4 - 1, wall | "
         f"{d['delayed_vs_raw_overhead_wall']:+.1%} | <= {TARGET_WRAPPER_OVERHEAD:.0%} |",
         f"| the same, CPU time | {d['delayed_vs_raw_overhead_cpu']:+.1%} | <= {TARGET_WRAPPER_OVERHEAD:.0%} |",
+        f"| DelayedFetchPush-v0 k=2 time per step / raw FetchPush-v4 - 1, wall (delay and snapshot wrappers, "
+        f"lookups cached) | {d['delayed_push_vs_raw_overhead_wall']:+.1%} | <= {TARGET_WRAPPER_OVERHEAD:.0%} |",
+        f"| the same, CPU time | {d['delayed_push_vs_raw_overhead_cpu']:+.1%} | <= {TARGET_WRAPPER_OVERHEAD:.0%} |",
         f"| delay + contract + reward logic alone (a PointReach step) / raw FetchReach-v4 step, CPU | "
         f"{d['wrapper_logic_share_of_raw_cpu']:.1%} | |",
         f"| mj_step x20 (inside steps) / raw FetchReach-v4 step, CPU | {d['mj_step_share_of_raw_cpu']:.0%} | |",
@@ -478,6 +487,8 @@ def main() -> None:
         MJ_STEP_IN_ENV: mj_step_in_env_case(make_batch_env()),
         f"DelayedFetchReach k={DELAY_STEPS} (unwrapped)": goal_env_case(make_batch_env()),
         f"PointReach k={DELAY_STEPS} (unwrapped)": goal_env_case(PointReachEnv(delay=DELAY_STEPS)),
+        RAW_PUSH: goal_env_case(gym.make("FetchPush-v4")),
+        DELAYED_PUSH: goal_env_case(gym.make("DelayedFetchPush-v0", delay=DELAY_STEPS)),
         "GIL check: mj_step x20, 1 thread": mj_step_threads_case(1),
         "GIL check: mj_step x20, 2 threads (total)": mj_step_threads_case(2),
         "GIL check: mj_step x20, 2 processes (total)": mj_step_processes_case(2),

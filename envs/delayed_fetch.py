@@ -1,7 +1,8 @@
 """Delayed-action Fetch tasks beyond Reach: gymnasium-robotics' FetchPush / FetchPickAndPlace / FetchSlide (v4),
 their commands ``k`` control steps late, with snapshots for GRPO's group resets.
 
-Built from the generic pieces any MuJoCo env can use: ``with_snapshots(ActionDelay(gym.make(task)))``. The task's
+Built from the generic pieces any MuJoCo env can use: ``with_snapshots(ActionDelay(gym.make(task)))``, with the
+Fetch env's per-step name lookups resolved once (``envs.fetch_lookups``: the same observation, bit for bit). The task's
 own TimeLimit (``episode_steps``, 50) sits inside the snapshot wrapper, so a restore also restores the step count; the
 ids are registered without an outer TimeLimit for that reason (GRPO reads the wrapper's ``max_episode_steps``).
 DelayedFetchReach-v0 stays ``envs.delayed_fetch_reach`` (the robot task, with its calibration file and contract).
@@ -55,12 +56,14 @@ def make_delayed_fetch(
     import gymnasium_robotics  # noqa: F401  (registers the Fetch ids)
 
     from envs.action_delay import ActionDelay  # MuJoCo is imported when a Fetch env is made, not on `import envs`
+    from envs.fetch_lookups import cache_fetch_lookups
     from envs.object_approach import ObjectApproachReward
     from envs.snapshots import with_snapshots
 
     if reward_type not in REWARD_TYPES:
         raise ValueError(f"reward_type must be one of {REWARD_TYPES}, got {reward_type!r}")
     env = gym.make(task, max_episode_steps=episode_steps, reward_type=reward_type, render_mode=render_mode)
+    cache_fetch_lookups(env.unwrapped)  # the same observation with the per-step name lookups resolved once
     if distance_threshold is not None:
         if distance_threshold <= 0:
             raise ValueError(f"distance_threshold must be > 0 metres, got {distance_threshold}")
