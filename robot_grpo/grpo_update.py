@@ -42,7 +42,6 @@ class ClippedGroupUpdate:
     def train(self) -> None:
         """One update on the last rollout's rows; the reference policy is refreshed every ``ref_update_interval``."""
         self._update(self.rollout_buffer.samples, self.extra_loss_terms, self._th_gen)
-        self._bound_log_std()
         if self.ref_update_interval > 0 and self._n_updates % self.ref_update_interval == 0:
             self.reset_reference()
 
@@ -63,10 +62,10 @@ class ClippedGroupUpdate:
     ) -> dict[str, float]:
         """One GRPO update on given training rows: fine-tuning on logged episodes, or mixing in fresh sim rows.
 
-        The same loss, clip, KL guards and learning-rate schedule as :meth:`train`. The rows carry their own pi_old
-        and reference log-probs (``robot_grpo.finetune_data.build_finetune_samples`` scores logged episodes under
-        the deployed policy; :meth:`rollout_samples` under this one), so the model's reference policy is neither
-        read nor refreshed here.
+        The same loss, clip, KL guards, log-std bounds and learning-rate schedule as :meth:`train`. The rows carry
+        their own pi_old and reference log-probs (``robot_grpo.finetune_data.build_finetune_samples`` scores logged
+        episodes under the deployed policy; :meth:`rollout_samples` under this one), so the model's reference policy
+        is neither read nor refreshed here.
 
         :param samples: training rows (all tensors on the model's device).
         :param extra_loss_terms: loss terms added for this update only (e.g. an EWC penalty); the model's own
@@ -163,6 +162,7 @@ class ClippedGroupUpdate:
             epochs_done += 1
 
         self._n_updates += 1
+        self._bound_log_std()  # after every update, fine-tuning's too
         if self.adaptive_beta and logs.get("kl_ref"):
             assert self.target_kl is not None
             self.beta = adapted_beta(self.beta, float(np.mean(logs["kl_ref"])), self.target_kl)

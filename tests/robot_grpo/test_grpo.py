@@ -374,6 +374,27 @@ def test_min_log_std_holds_the_noise_up_against_a_loss_that_drives_it_down():
         small_model(min_log_std=-0.5, max_log_std=[-0.3, -1.1])  # the ceiling passes -0.5 a quarter of the way
 
 
+def test_train_on_samples_applies_the_log_std_bounds_as_train_does():
+    """Fine-tuning's updates keep the bounds the model was trained under: a loss that pushes the noise up stops at
+    max_log_std, one that pushes it down stops at min_log_std, and train/std reports the bounded value."""
+
+    class Push:
+        name = "push"
+
+        def __init__(self, sign: float) -> None:
+            self.sign = sign
+
+        def __call__(self, policy):
+            return self.sign * 10.0 * policy.log_std.sum()
+
+    for sign, bounds, expected in ((-1.0, {"max_log_std": -0.45}, -0.45), (1.0, {"min_log_std": -0.55}, -0.55)):
+        model = small_model(learning_rate=1e-1, **bounds)
+        rows = _no_signal(model.rollout_samples())
+        logged = model.train_on_samples(rows, extra_loss_terms=[Push(sign)])
+        np.testing.assert_allclose(model.policy.log_std.detach().numpy(), expected, rtol=1e-6)
+        assert logged["train/std"] == pytest.approx(np.exp(expected), rel=1e-5)
+
+
 def test_max_log_std_reaches_its_end_at_the_end_fraction():
     """[start, end, 0.5]: the bound falls over the first half of training and stays at its end after."""
     bound = log_std_bound([-0.5, -1.5, 0.5])
