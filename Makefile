@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 # 2.13.0 resolves to the CPU wheel on this machine. mujoco 3.3.7 is the tested version (see pyproject).
 PINS := torch==2.13.0 mujoco==3.3.7
 
-.PHONY: install test test-fast lint format demo model bench
+.PHONY: install test test-fast lint format demo model bench bench-push
 
 $(BIN)/python:
 	@test -n "$(PY)" || { echo "make: no Python >= 3.11 found on the PATH; install one or run make PY=/path/to/python3.11"; exit 2; }
@@ -50,6 +50,11 @@ bench: install
 	$(BIN)/python benchmarks/inference_latency.py
 	$(BIN)/python benchmarks/safety_filter.py
 	$(BIN)/python benchmarks/control_loop.py
-	$(BIN)/python benchmarks/learning.py
+	$(BIN)/python benchmarks/learning.py --task easy
+	$(BIN)/python benchmarks/learning.py --task hard
 	$(BIN)/python benchmarks/continual.py
 	nice -n 10 $(BIN)/python benchmarks/scale_out.py
+
+# Delayed FetchPush, 1M env steps per GRPO seed and the same wall-clock for SAC+HER: hours, so not part of bench.
+bench-push: install
+	$(BIN)/python benchmarks/learning.py --task push --variants grpo sac_her --tuned-seeds 0 --unseen-seeds 1000 1001
