@@ -21,14 +21,17 @@ from deploy.contract import fetch_reach_contract
 from deploy.robot_spec import RobotSpec, as_robot_spec
 from deploy.runtime.compatibility import convention_mismatches
 from envs.delayed_goal_env import DelayedGoalEnv, check_delay_range
+from envs.fetch_lookups import (
+    FINGER_JOINTS,
+    GRIP_SITE,
+    GRIPPER_JOINTS_OBSERVED,
+    ROBOT_JOINT_PREFIX,
+    scalar_joint_addresses,
+    site_id,
+)
 
 _FULL_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
 MAX_GOAL_RANGE_M = 0.3  # goals further than this from the start leave the arm's reach (FetchReach uses 0.15)
-GRIP_SITE = "robot0:grip"
-ROBOT_JOINT_PREFIX = "robot"
-FINGER_JOINTS = ("robot0:l_gripper_finger_joint", "robot0:r_gripper_finger_joint")
-# ints: from mujoco 3.12 on, ``mjtJoint.X == np.int32(...)`` is False, so an enum tuple never contains jnt_type
-_SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
 
 class DelayedFetchReachEnv(DelayedGoalEnv):
@@ -116,16 +119,9 @@ class DelayedFetchReachEnv(DelayedGoalEnv):
         """
         model = self._model
         robot_joints = [n for n in self._fetch._model_names.joint_names if n.startswith(ROBOT_JOINT_PREFIX)]
-        obs_joints = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in robot_joints[-2:]]
-        finger_joints = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in FINGER_JOINTS]
-        if any(int(model.jnt_type[j]) not in _SCALAR_JOINTS for j in (*obs_joints, *finger_joints)):
-            raise RuntimeError(
-                "FetchReach's gripper joints are not hinge/slide joints; update envs/delayed_fetch_reach"
-            )
-        self._grip_site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, GRIP_SITE)
-        self._gripper_qpos = model.jnt_qposadr[obs_joints].copy()
-        self._gripper_qvel = model.jnt_dofadr[obs_joints].copy()
-        self._finger_qpos = model.jnt_qposadr[finger_joints].copy()
+        self._grip_site = site_id(model, GRIP_SITE)
+        self._gripper_qpos, self._gripper_qvel = scalar_joint_addresses(model, robot_joints[-GRIPPER_JOINTS_OBSERVED:])
+        self._finger_qpos, _ = scalar_joint_addresses(model, FINGER_JOINTS)
         self._dt_s = self._fetch.n_substeps * model.opt.timestep  # seconds per control step (velocity scale)
         reference = np.asarray(self._fetch._get_obs()["observation"], dtype=np.float64)
         if self._physics_state().tobytes() != reference.tobytes():

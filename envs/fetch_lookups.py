@@ -8,7 +8,8 @@ one env instance with versions that read the same MuJoCo memory through indices 
 it returns, that the replacement observation equals the original bit for bit (a gymnasium-robotics change that
 moves a field fails loudly instead of training on something else).
 
-``envs.delayed_fetch_reach`` does the same for the robot task inside its own env class.
+``envs.delayed_fetch_reach`` does the same for the robot task inside its own env class, with this module's names and
+index helpers (:func:`site_id`, :func:`scalar_joint_addresses`).
 """
 
 from __future__ import annotations
@@ -25,17 +26,18 @@ FINGER_JOINTS = ("robot0:l_gripper_finger_joint", "robot0:r_gripper_finger_joint
 GRIP_SITE = "robot0:grip"
 OBJECT_SITE = "object0"
 GRIPPER_JOINTS_OBSERVED = 2  # gripper_state / gripper_vel: the last two robot joints
+# ints: from mujoco 3.12 on, ``mjtJoint.X == np.int32(...)`` is False, so an enum tuple never contains jnt_type
 _SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
 
-def _site_id(model: mujoco.MjModel, name: str) -> int:
+def site_id(model: mujoco.MjModel, name: str) -> int:
     site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, name)
     if site < 0:
         raise ValueError(f"the Fetch model has no site {name!r}; is this a gymnasium-robotics Fetch env?")
     return site
 
 
-def _scalar_joint_addresses(model: mujoco.MjModel, names: list[str] | tuple[str, ...]) -> tuple[np.ndarray, ...]:
+def scalar_joint_addresses(model: mujoco.MjModel, names: list[str] | tuple[str, ...]) -> tuple[np.ndarray, ...]:
     """qpos and qvel addresses of hinge/slide joints (one value each), in the order of ``names``."""
     ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name) for name in names]
     if any(j < 0 or int(model.jnt_type[j]) not in _SCALAR_JOINTS for j in ids):
@@ -52,10 +54,10 @@ def cache_fetch_lookups(fetch: Any) -> None:
     """
     model, data = fetch.model, fetch.data
     robot_joints = [name for name in fetch._model_names.joint_names if name.startswith(ROBOT_JOINT_PREFIX)]
-    gripper_qpos, gripper_qvel = _scalar_joint_addresses(model, robot_joints[-GRIPPER_JOINTS_OBSERVED:])
-    finger_qpos, _ = _scalar_joint_addresses(model, FINGER_JOINTS)
-    grip_site = _site_id(model, GRIP_SITE)
-    object_site = _site_id(model, OBJECT_SITE) if fetch.has_object else -1
+    gripper_qpos, gripper_qvel = scalar_joint_addresses(model, robot_joints[-GRIPPER_JOINTS_OBSERVED:])
+    finger_qpos, _ = scalar_joint_addresses(model, FINGER_JOINTS)
+    grip_site = site_id(model, GRIP_SITE)
+    object_site = site_id(model, OBJECT_SITE) if fetch.has_object else -1
     dt_s = fetch.n_substeps * model.opt.timestep  # seconds per control step: velocities are metres per step
     jacp = np.zeros((3, model.nv))
     jacr = np.zeros((3, model.nv))
