@@ -1,0 +1,251 @@
+"""Is it GRPO, or is it the push? Delayed FetchPush with one fixed goal rule, learners and controllers side by side.
+
+``learning.py --task push`` and ``push_probe.py`` show GRPO not learning delayed FetchPush. This benchmark takes the
+goal-conditioning away: every episode's goal lies ``GOAL_OFFSET_M`` (12 cm in +y, always on the table) from where
+the block starts, so the policy only has to learn one push, aimed by the block position it observes. It runs, on the
+same env (DelayedFetchPush-v0, delay 2, the push launch file's reaching bonus) and the same 50 fixed evaluation
+episodes:
+
+- ``grpo``: GRPO with the push launch file's hyperparameters (hindsight on, as there);
+- ``ppo``: SB3 PPO with a learned critic and GAE (the per-step credit GRPO lacks), settings in ``PPO_SETTINGS``;
+- ``scripted``: a hand-written controller (go behind the block on the goal line, lower, push along it): the task is
+  feasible under the 2-step delay, and this says how feasible in 50 control steps;
+- ``zero``: zero actions (the block stays put: 0% unless a goal starts within the 5 cm radius, which never happens).
+
+    .venv/bin/python benchmarks/push_fixed_goal.py --seeds 0 --budget 300000
+
+Writes benchmarks/results/push_fixed_goal.json and .md. Each learner (variant, seed) runs in its own process, two
+at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import platform
+import resource
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+from benchmarks.learning import EVAL_EPISODES, EVAL_SEED, MIB, TASKS, grpo_env_kwargs, grpo_hyperparameters  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+GOAL_OFFSET_M = np.array([0.0, 0.12, 0.0])  # from the block's start: +y stays on FetchPush's table for every start
+LEARNERS = ("grpo", "ppo")
+CONTROLLERS = ("scripted", "zero")
+PPO_SETTINGS: dict[str, Any] = {  # SB3 PPO defaults, but FetchPush's gamma and the push launch file's network
+    "n_steps": 512,
+    "batch_size": 256,
+    "n_epochs": 10,
+    "gamma": 0.98,
+    "learning_rate": 3e-4,
+    "policy_kwargs": {"net_arch": [256, 256]},
+}
+PPO_N_ENVS = 8
+# Fetch object-task observation (gymnasium-robotics MujocoFetchEnv with an object): gripper xyz, then block xyz.
+GRIPPER_XYZ = slice(0, 3)
+BLOCK_XYZ = slice(3, 6)
+# The scripted controller: Fetch moves the gripper 5 cm per unit action and control step; the command's gain stays
+# below 1 so that the 2 steps in flight do not overshoot.
+METRES_PER_ACTION = 0.05
+CONTROLLER_GAIN = 0.4
+BEHIND_M = 0.055  # gripper centre this far behind the block's centre, on the goal line (block half-size 2.5 cm)
+HOVER_M = 0.05  # above the block while travelling to the point behind it
+ON_LINE_M = 0.01  # xy error below which the gripper counts as behind the block and goes down
+DOWN_M = 0.01  # height error below which the push starts
+CONTACT_M = 0.045  # gripper centre to block centre while pushing: the push aims the gripper this far short of the goal
+
+
+def fix_goal(env: Any) -> Any:
+    """``make_vec_env`` wrapper_class: this env's goals lie ``GOAL_OFFSET_M`` from the block's start position."""
+    fetch = env.unwrapped
+
+    def sample_goal(self: Any) -> np.ndarray:
+        block = self._utils.get_joint_qpos(self.model, self.data, "object0:joint")[:3]
+        return np.asarray(block, dtype=np.float64) + GOAL_OFFSET_M
+
+    fetch._sample_goal = types.MethodType(sample_goal, fetch)  # MujocoRobotEnv.reset draws the goal after the block
+    return env
+
+
+def scripted_actions(obs: dict[str, np.ndarray]) -> np.ndarray:
+    """One control step of the scripted push for a batch of observations ``[n, ...]`` -> actions ``[n, 4]``."""
+    state, goal = obs["observation"], obs["desired_goal"]
+    grip, block = state[:, GRIPPER_XYZ], state[:, BLOCK_XYZ]
+    line = goal[:, :2] - block[:, :2]
+    line /= np.maximum(np.linalg.norm(line, axis=1, keepdims=True), 1e-9)
+    behind = block[:, :2] - BEHIND_M * line
+    off_line = np.linalg.norm(grip[:, :2] - behind, axis=1) > ON_LINE_M
+    high = grip[:, 2] > block[:, 2] + DOWN_M
+    # Off the line: go behind the block at hover height (over it); on the line but high: go down; else push along it.
+    target = np.empty_like(grip)
+    target[:, :2] = np.where((off_line | high)[:, None], behind, goal[:, :2] - CONTACT_M * line)
+    target[:, 2] = block[:, 2] + np.where(off_line, HOVER_M, 0.0)
+    actions = np.zeros((len(grip), 4))
+    actions[:, :3] = np.clip(CONTROLLER_GAIN * (target - grip) / METRES_PER_ACTION, -1.0, 1.0)
+    return actions
+
+
+def _eval_env() -> Any:
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import envs  # noqa: F401  (registers the ids)
+
+    task = TASKS["push"]
+    return make_vec_env(
+        task.env_id, n_envs=EVAL_EPISODES, seed=EVAL_SEED, env_kwargs=task.env_kwargs, wrapper_class=fix_goal
+    )
+
+
+def evaluate(eval_env: Any, act: Any) -> dict[str, float]:
+    """Success and the mean final block-to-goal distance (m) over the fixed episodes under ``act(obs) -> actions``."""
+    eval_env.seed(EVAL_SEED)
+    obs = eval_env.reset()
+    start = np.linalg.norm(obs["achieved_goal"] - obs["desired_goal"], axis=1).mean()
+    infos: list[dict[str, Any]] = []
+    for _ in range(int(eval_env.get_attr("spec", [0])[0].max_episode_steps)):
+        obs, _, _, infos = eval_env.step(act(obs))
+    final = np.array([info["terminal_observation"]["achieved_goal"] for info in infos])
+    goal = np.array([info["terminal_observation"]["desired_goal"] for info in infos])
+    return {
+        "success": float(np.mean([info["is_success"] for info in infos])),
+        "block_to_goal_start_m": float(start),
+        "block_to_goal_end_m": float(np.linalg.norm(final - goal, axis=1).mean()),
+    }
+
+
+def run_controller(name: str) -> dict[str, Any]:
+    """Evaluate a fixed controller (no training)."""
+    eval_env = _eval_env()
+    n, action_dim = eval_env.num_envs, eval_env.action_space.shape[0]
+    act = scripted_actions if name == "scripted" else (lambda obs: np.zeros((n, action_dim)))
+    return {"variant": name, "seed": None, "curve": [{"steps": 0, **evaluate(eval_env, act)}]}
+
+
+def run_learner(variant: str, seed: int, budget: int, eval_every: int) -> dict[str, Any]:
+    """Train one learner for ``budget`` env steps, evaluating every ``eval_every``; returns its curve."""
+    import torch as th
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import envs  # noqa: F401  (registers the ids)
+    from robot_grpo import GRPO
+    from robot_grpo.grpo import DEFAULT_GROUP_SIZE, DEFAULT_N_GROUPS
+
+    th.set_num_threads(1)
+    task = TASKS["push"]
+    env_kwargs = grpo_env_kwargs(task)  # the launch file's reaching bonus, for both learners
+    if variant == "grpo":
+        hyper = grpo_hyperparameters(task)
+        n_envs = int(hyper.get("group_size", DEFAULT_GROUP_SIZE)) * int(hyper.get("n_groups", DEFAULT_N_GROUPS))
+        env = make_vec_env(task.env_id, n_envs=n_envs, seed=seed, env_kwargs=env_kwargs, wrapper_class=fix_goal)
+        model = GRPO("MultiInputPolicy", env, seed=seed, **hyper)
+    else:
+        hyper = PPO_SETTINGS
+        env = make_vec_env(task.env_id, n_envs=PPO_N_ENVS, seed=seed, env_kwargs=env_kwargs, wrapper_class=fix_goal)
+        model = PPO("MultiInputPolicy", env, seed=seed, **hyper)
+    eval_env = _eval_env()
+    curve: list[dict[str, float]] = []
+    train_s = 0.0
+
+    class Evaluate(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.next_eval, self.since = 0, time.perf_counter()
+
+        def record(self) -> None:
+            nonlocal train_s
+            train_s += time.perf_counter() - self.since
+            point = evaluate(eval_env, lambda obs: model.predict(obs, deterministic=True)[0])
+            curve.append({"steps": self.model.num_timesteps, "train_s": train_s, **point})
+            print(f"{variant} seed {seed}: {curve[-1]}", flush=True)
+            self.since = time.perf_counter()
+
+        def _on_step(self) -> bool:
+            if self.model.num_timesteps >= self.next_eval:
+                self.next_eval += eval_every
+                self.record()
+            return True
+
+    callback = Evaluate()
+    model.learn(budget, callback=callback)
+    callback.record()
+    return {
+        "variant": variant,
+        "seed": seed,
+        "hyperparameters": hyper,
+        "env_kwargs": env_kwargs,
+        "curve": curve,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / MIB,
+    }
+
+
+def _worker(args: tuple[str, int, int, int]) -> dict[str, Any]:
+    return run_learner(*args)
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    lines = [
+        "| variant | seed | env steps | success best / last | block to goal m at the end: last (at the start) | "
+        "train s | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        curve, last = run["curve"], run["curve"][-1]
+        best = max(point["success"] for point in curve)
+        rss = f"{run['peak_rss_mib']:.0f}" if "peak_rss_mib" in run else "-"
+        lines.append(
+            f"| {run['variant']} | {'-' if run['seed'] is None else run['seed']} | {last['steps']} | "
+            f"{best:.2f} / {last['success']:.2f} | {last['block_to_goal_end_m']:.3f} "
+            f"({last['block_to_goal_start_m']:.3f}) | {last.get('train_s', 0.0):.0f} | {rss} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--variants", nargs="+", default=[*LEARNERS, *CONTROLLERS], choices=[*LEARNERS, *CONTROLLERS])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--budget", type=int, default=300_000, help="env steps per learner run")
+    parser.add_argument("--eval-every", type=int, default=24_000, help="env steps between evaluations")
+    parser.add_argument("--out", default=str(RESULTS / "push_fixed_goal"), help="output path without extension")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    runs = [run_controller(name) for name in args.variants if name in CONTROLLERS]
+    jobs = [
+        (name, seed, args.budget, args.eval_every) for name in args.variants if name in LEARNERS for seed in args.seeds
+    ]
+    if jobs:
+        with mp.get_context("spawn").Pool(2, maxtasksperchild=1) as pool:
+            runs = pool.map(_worker, jobs) + runs
+    elapsed_s = time.perf_counter() - start
+    command = "benchmarks/push_fixed_goal.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(
+        json.dumps(
+            {"command": command, "platform": platform.platform(), "elapsed_s": elapsed_s, "runs": runs}, indent=1
+        )
+    )
+    header = (
+        "# Delayed FetchPush with a fixed goal rule: GRPO, PPO and a scripted controller\n\n"
+        f"Command: `{command}` ({elapsed_s:.0f} s, 2 runs in parallel). Every goal lies {GOAL_OFFSET_M[1]:.2f} m in +y "
+        "from the block's start; DelayedFetchPush-v0, delay 2, the push launch file's reaching bonus for both "
+        f"learners; {EVAL_EPISODES} fixed evaluation episodes, deterministic actions.\n\n"
+    )
+    out.with_suffix(".md").write_text(header + table(runs) + "\n")
+    print(table(runs))
+
+
+if __name__ == "__main__":
+    main()
