@@ -16,13 +16,15 @@ from pathlib import Path
 from calibration.probe import ProbeConfig, calibrate
 from calibration.probe_session import CalibrationError, ProbeAbortError
 from deploy.robot_spec import RobotSpecError, save_robot_spec
-from deploy.wire import Link, LinkError
+from deploy.wire import DEFAULT_BAUDRATE, Link, LinkError
 
 EXIT_ABORTED = 2
 EXIT_FAILED = 1
 
 
-def run_calibration(port: str, config: ProbeConfig, out: str | Path | None = None, baudrate: int = 1_000_000) -> Path:
+def run_calibration(
+    port: str, config: ProbeConfig, out: str | Path | None = None, baudrate: int = DEFAULT_BAUDRATE
+) -> Path:
     """Open ``port``, run the probe, save the file (default ``calibration/<robot_id>.yaml``); returns its path."""
     path = Path(out) if out else Path(__file__).resolve().parent / f"{config.robot_id}.yaml"
     with Link(port, baudrate=baudrate) as link:
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--safe-box-low", type=float, nargs=3, required=True, metavar=("X", "Y", "Z"))
     parser.add_argument("--safe-box-high", type=float, nargs=3, required=True, metavar=("X", "Y", "Z"))
     parser.add_argument("--repeats", type=int, default=5, help="delay measurements")
-    parser.add_argument("--baudrate", type=int, default=1_000_000)
+    parser.add_argument("--baudrate", type=int, default=DEFAULT_BAUDRATE, help="serial line rate, bit/s")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="file to write (default calibration/<robot-id>.yaml)")
     args = parser.parse_args(argv)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from launch.jobs import write_resolved
+from launch.jobs import ROBOT, write_resolved
 from launch.schema import LaunchError
 
 logger = logging.getLogger(__name__)
@@ -26,6 +26,8 @@ TICKLOG_NAME = "ticks.tlog"
 HOME_TICKS_PER_EPISODE = 4  # ticks spent homing and holding between episodes
 EXTRA_TICKS = 50  # startup hold and slack before the tick limit ends a run
 LOSSY_LINK_TICKS = 2.0  # tick budget per episode tick: a lossy link costs held ticks and resent HOMEs
+# robot.* keys that only the simulated robot reads; on a serial robot they must stay at their defaults (off).
+SIM_ONLY_ROBOT_KEYS = ("delay", "obs_noise_std_m", "action_gain", "lockstep", "byte_error_rate")
 
 
 def sim_goals(
@@ -80,6 +82,13 @@ def start_robot(robot: dict[str, Any], seed: int) -> tuple[str, Any]:
     if robot["kind"] == "serial":
         if not robot["port"]:
             raise LaunchError("'robot.port' is required when 'robot.kind' is serial (e.g. /dev/ttyUSB0)")
+        set_for_sim = [key for key in SIM_ONLY_ROBOT_KEYS if robot[key] != ROBOT.fields[key].default]
+        if set_for_sim:
+            raise LaunchError(
+                f"robot.{', robot.'.join(set_for_sim)}: simulated-robot settings, but 'robot.kind' is serial, where "
+                "nothing reads them (a real robot's delay and noise come from its calibration file); remove them or "
+                "set 'robot.kind: sim'"
+            )
         return robot["port"], None
     from envs.sim_robot import SimFaults
     from envs.sim_robot_process import SimRobotProcess
@@ -179,7 +188,9 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     try:
         if follower is not None:
             follower.start()
-        report = Controller(port, contract, policy, spec, goals, loop_config, ticklog=ticklog).run()
+        report = Controller(
+            port, contract, policy, spec, goals, loop_config, ticklog=ticklog, baudrate=robot["baudrate"]
+        ).run()
     finally:
         if follower is not None:
             follower.stop()

@@ -111,7 +111,8 @@ ROBOT = Section(
     {
         "kind": Field("str", "sim", choices=("sim", "serial"), doc="the simulated robot on a pty, or a serial port"),
         "port": Field("str", None, nullable=True, doc="serial port or pyserial URL (kind: serial)"),
-        "baudrate": Field("int", 1_000_000, low=1200, high=20_000_000),
+        # deploy.wire's DEFAULT_BAUDRATE (a test checks it): launch/jobs must load without pyserial, for training.
+        "baudrate": Field("int", 1_000_000, low=1200, high=20_000_000, doc="serial line rate, bit/s (kind: serial)"),
         "delay": Field(
             "int", None, low=0, high=MAX_DELAY_STEPS, nullable=True, doc="simulated robot's delay (null: its spec's)"
         ),

@@ -58,6 +58,7 @@ from deploy.runtime.state_machine import LoopState, StateMachine
 from deploy.runtime.ticklog import NO_EPISODE, TickLogWriter, TickRecord
 from deploy.runtime.timing import TickStats
 from deploy.wire import (
+    DEFAULT_BAUDRATE,
     CommandMsg,
     ErrorMsg,
     EStopMsg,
@@ -94,6 +95,7 @@ class Controller(StateHandling):
     :param clock: monotonic clock in seconds (the robot's timestamps need not share it).
     :param checker_class: the state checker (``StateChecker``; a benchmark swaps in one that accepts everything to
         measure what the checks cost).
+    :param baudrate: line rate of a named serial port, bit/s (ignored by ptys, sockets and a given ``Link``).
     """
 
     def __init__(
@@ -108,6 +110,7 @@ class Controller(StateHandling):
         on_tick: Callable[[Controller, TickRecord | None], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         checker_class: type[StateChecker] = StateChecker,
+        baudrate: int = DEFAULT_BAUDRATE,
     ) -> None:
         self.config = config or LoopConfig()
         limits = SafetyLimits.from_spec(spec, contract)
@@ -126,7 +129,7 @@ class Controller(StateHandling):
         self.stats = TickStats(self.period_s)
         self.interventions = InterventionCounter()
         self.counts: Counter[str] = Counter()
-        self.robot_link = RobotLink(port, self.counts, self.config.reconnect_interval_s, clock, contract)
+        self.robot_link = RobotLink(port, self.counts, self.config.reconnect_interval_s, clock, contract, baudrate)
         self.robot_errors: Counter[int] = Counter()
         self.episodes = EpisodeTracker(
             goals, slice(*contract.position_slice), self.config.success_radius_m, self.config.max_episode_steps

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from deploy.contract import ObservationContract
 from deploy.runtime.state_frames import malformed_state
-from deploy.wire import Link, LinkError, Message, StateMsg
+from deploy.wire import DEFAULT_BAUDRATE, Link, LinkError, Message, StateMsg
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ class RobotLink:
     :param reconnect_interval_s: seconds between attempts to reopen a named port.
     :param clock: monotonic clock in seconds.
     :param contract: when given, states malformed for it are dropped and counted.
+    :param baudrate: line rate of a named port, bit/s, at every (re)open (ptys and sockets ignore it).
     """
 
     def __init__(
@@ -47,8 +48,10 @@ class RobotLink:
         reconnect_interval_s: float,
         clock: Callable[[], float] = time.monotonic,
         contract: ObservationContract | None = None,
+        baudrate: int = DEFAULT_BAUDRATE,
     ) -> None:
         self._port = port if isinstance(port, str) else None
+        self._baudrate = int(baudrate)
         self.link: Link | None = None if isinstance(port, str) else port
         self.ok = True
         self.counts = counts
@@ -75,7 +78,7 @@ class RobotLink:
     def open(self) -> None:
         """Open a named port (a LinkError names it if it cannot be opened); a given Link is already open."""
         if self.link is None:
-            self.link = Link(self._port)
+            self.link = Link(self._port, baudrate=self._baudrate)
 
     def close(self) -> None:
         """Close a port we opened; a Link we were given stays open."""
@@ -154,7 +157,7 @@ class RobotLink:
             self.link.close()
             self.link = None
         try:
-            self.link = Link(self._port)
+            self.link = Link(self._port, baudrate=self._baudrate)
         except LinkError as err:
             logger.warning("reconnect to %s failed: %s", self._port, err)
             return

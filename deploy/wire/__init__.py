@@ -4,7 +4,7 @@ numpy + stdlib + ``cobs`` + ``pyserial`` only; importing this package opens noth
 """
 
 from deploy.wire.codec import ERROR_KINDS, FrameDecoder, FrameError, decode_body, encode, encode_body
-from deploy.wire.link import FdTransport, Link, LinkError, SerialTransport
+from deploy.wire.link import DEFAULT_BAUDRATE, FdTransport, Link, LinkError, SerialTransport
 from deploy.wire.messages import (
     HOLD_SEQ,
     PROTOCOL_VERSION,
@@ -24,6 +24,7 @@ from deploy.wire.messages import (
 )
 
 __all__ = [
+    "DEFAULT_BAUDRATE",
     "ERROR_KINDS",
     "HOLD_SEQ",
     "PROTOCOL_VERSION",

@@ -85,6 +85,20 @@ CASES: dict[str, tuple[Case, str]] = {
         ],
         "/dev/ttyDOESNOTEXIST",
     ),
+    "sim_settings_on_serial": (
+        lambda t: [
+            *SERIAL,
+            "--set",
+            "robot.port=loop://",
+            "--set",
+            "robot.delay=3",
+            "--set",
+            "robot.byte_error_rate=0.01",
+            "--set",
+            f"goals_file={goals_file(t, '- [1.3, 0.75, 0.55]')}",
+        ],
+        "robot.delay, robot.byte_error_rate: simulated-robot settings, but 'robot.kind' is serial",
+    ),
     "eval_missing_checkpoint": (lambda t: ["eval", "--set", f"checkpoint={t / 'nope.zip'}"], "nope.zip"),
     "export_missing_checkpoint": (
         lambda t: ["export", "--set", f"checkpoint={t / 'nope.zip'}", "--set", f"out_dir={t / 'pkg'}"],

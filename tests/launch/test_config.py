@@ -115,3 +115,11 @@ def test_cli_unknown_subcommand_names_the_commands_in_one_line(capsys):
 def test_cli_no_subcommand_prints_help(capsys):
     assert main([]) == 2
     assert "usage: robot-grpo" in capsys.readouterr().out
+
+
+def test_the_baud_rate_default_is_the_links():
+    """launch/jobs.py keeps the literal so that it loads without pyserial (training machines); it must not drift."""
+    from deploy.wire import DEFAULT_BAUDRATE
+    from launch.jobs import ROBOT
+
+    assert ROBOT.fields["baudrate"].default == DEFAULT_BAUDRATE

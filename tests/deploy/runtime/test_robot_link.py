@@ -131,3 +131,16 @@ def test_a_message_whose_number_skips_one_is_marked_as_after_a_loss():
     assert [seq for seq in (1, 2, 3, 5, 6, SEQ_LIMIT) if link.arrived_after_loss(seq)] == [5, SEQ_LIMIT]
     assert not link.arrived_after_loss(1)  # the number wrapped: SEQ_LIMIT then 1 is no loss
     assert counts["robot_frame_gaps"] == 2
+
+
+def test_a_named_port_opens_and_reopens_at_the_given_baud_rate():
+    """A USB serial adapter needs its line rate set: the launch file's robot.baudrate reaches every (re)open."""
+    clock = Clock()
+    link = RobotLink("loop://", Counter(), reconnect_interval_s=1.0, clock=clock, baudrate=115_200)
+    link.open()
+    assert link.link.transport.port.baudrate == 115_200
+    link._failed(LinkError("cable pulled"))
+    clock.t = 2.0
+    link.reconnect_if_due()
+    assert link.ok and link.link.transport.port.baudrate == 115_200
+    link.close()
