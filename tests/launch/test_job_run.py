@@ -16,7 +16,7 @@ def test_a_serial_robot_is_opened_at_the_launch_files_baud_rate(monkeypatch, tmp
     """robot.baudrate was validated and then dropped (the port opened at the default 1 Mbit/s)."""
     seen: dict[str, object] = {}
 
-    class Stop(Exception):
+    class RecordedError(Exception):
         pass
 
     class Recorder:
@@ -24,7 +24,7 @@ def test_a_serial_robot_is_opened_at_the_launch_files_baud_rate(monkeypatch, tmp
             seen.update(port=port, **kwargs)
 
         def run(self):
-            raise Stop
+            raise RecordedError
 
     monkeypatch.setattr("deploy.runtime.loop.Controller", Recorder)
     goals = tmp_path / "goals.yaml"
@@ -41,6 +41,6 @@ def test_a_serial_robot_is_opened_at_the_launch_files_baud_rate(monkeypatch, tmp
         },
         source="<test>",
     )
-    with pytest.raises(Stop):
+    with pytest.raises(RecordedError):
         job_run.run(config, tmp_path / "baud")
     assert seen["port"] == "loop://" and seen["baudrate"] == 115_200
