@@ -203,22 +203,33 @@ class Controller(StateHandling):
 
     def _shutdown(self) -> None:
         """Hold, then e-stop repeated every period until acknowledged (at most ``stop_ack_timeout_s``); close a
-        port we opened; end in DONE. Never raises on a dead link."""
+        port we opened; end in DONE. Never raises on a dead link.
+
+        The e-stop goes out at most once per period on the loop's clock (``next_estop += period``): other frames
+        (ACKs, errors, malformed states) end a read early but not the wait, so a chatty robot is not flooded."""
         if self.robot_link.is_open:
             self._send(CommandMsg(self._next_seq(), self._clock(), self._hold))
             self._stop_acked = False
-            deadline = self._clock() + self.config.stop_ack_timeout_s
+            next_estop = self._clock()
+            deadline = next_estop + self.config.stop_ack_timeout_s
             while not self._stop_acked and self.robot_link.ok and self._clock() < deadline:
                 self._send(EStopMsg(self._next_seq(), self._clock(), EStopReason.RUNTIME_EXIT))
-                for msg in self.robot_link.poll(self.period_s):
-                    if isinstance(msg, StateMsg) and msg.flags & ESTOP_ACTIVE:
-                        self._stop_acked = True
+                next_estop += self.period_s
+                self._await_stop_ack(min(next_estop, deadline))
             if not self._stop_acked:
                 self.counts["stop_not_acknowledged"] += 1
         if self.episodes.current is not None:
             self.episodes.end(None, aborted=True)
         self.sm.to(LoopState.DONE, self.tick, "shutdown")
         self.robot_link.close()
+
+    def _await_stop_ack(self, until: float) -> None:
+        """Read the link until the robot acknowledges the stop (a state flagged ESTOP_ACTIVE) or the loop's clock
+        reaches ``until`` (seconds)."""
+        while not self._stop_acked and self.robot_link.ok and (remaining := until - self._clock()) > 0:
+            for msg in self.robot_link.poll(remaining):
+                if isinstance(msg, StateMsg) and msg.flags & ESTOP_ACTIVE:
+                    self._stop_acked = True
 
     def _finish(self, reason: str) -> None:
         if self.episodes.current is not None:

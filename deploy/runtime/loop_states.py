@@ -4,15 +4,18 @@ numpy only (robot side). ``loop.py`` paces the ticks and owns the link (receive,
 mixin decides, for each fresh state (or a period without one), what to command given the loop's mode
 (``state_machine.LoopState``):
 
-    any mode   robot e-stop flag -> SAFE_STOP; the state is checked first (``state_check.StateChecker``)
+    any mode   robot e-stop flag -> SAFE_STOP; the state is checked first (``state_check.StateChecker``); a state
+               with a value that is NaN/inf once cast to float32 (what the policy takes) is invalid, never checked
     SAFE_STOP  repeat the e-stop until the robot acknowledges it; then, on an accepted state, WAIT_FRESH -> HOLD
     WAIT_FRESH an accepted state -> HOLD
     HOLD       hold; ``hold_ticks`` accepted states in a row -> HOMING (the next episode)
     HOMING     the accepted HOMED state -> RUN; no answer after ``home_retry_ticks()`` -> resend HOME,
                ``max_home_retries`` resent in a row without an answer -> SAFE_STOP
-    RUN        policy -> safety filter -> command; a full episode -> the next one
-    (HOLD, HOMING, RUN) an implausible or malformed state -> hold and count, ``max_implausible_states`` in a row ->
-               SAFE_STOP; a confirmed robot restart -> HOLD (abort the episode, re-home)
+    RUN        policy -> safety filter -> command; a full episode -> the next one; the robot reports its e-stop
+               active (it latched a stop and executes no command) -> SAFE_STOP, the episode aborted
+    (HOLD, HOMING, RUN) an implausible, non-finite or malformed state -> hold and count; ``max_implausible_states`` in
+               a row, or no valid state for ``watchdog_stop_s`` (as in silence) -> SAFE_STOP; a confirmed robot
+               restart -> HOLD (abort the episode, re-home)
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from deploy.runtime.loop_config import HOME_RETRY_ROUND_TRIPS
 from deploy.runtime.policy_guard import OVERRUN
 from deploy.runtime.safety import (
     IMPLAUSIBLE_STATE,
+    NAN_STATE,
     POLICY_FAULT,
     ROBOT_RESTART,
     FilterResult,
@@ -51,6 +55,9 @@ HOMED = int(StateFlags.HOMED)
 ACTIVE_MODES = (LoopState.WAIT_FRESH, LoopState.HOLD, LoopState.HOMING, LoopState.RUN)  # a robot e-stop stops these
 CHECKED_MODES = (LoopState.HOLD, LoopState.HOMING, LoopState.RUN)  # modes where a bad state costs a held tick
 MALFORMED_STATE = "malformed_state"  # reason of a tick whose states were all dropped at decode (state_frames.py)
+NON_FINITE_OBSERVATION = "non_finite_observation"  # reason of a tick whose float32 observation held NaN/inf
+ESTOP_ACTIVE_IN_RUN = "robot_estop_active_in_run"  # count: the robot reported its e-stop latched while in RUN
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # the policy takes float32: a larger magnitude becomes inf
 
 
 class StateHandling:
@@ -58,7 +65,7 @@ class StateHandling:
 
     # A fresh state arrived --------------------------------------------------------------------------------------
     def _on_state(self: Controller, t_in: float, msg: StateMsg) -> TickRecord | None:
-        finite = bool(np.isfinite(msg.state).all())
+        finite = bool((np.abs(msg.state) <= FLOAT32_MAX).all())  # finite as float32 (a NaN compares False)
         if not finite:
             self.counts["nan_states"] += 1
         verdict = self._check(msg, t_in) if finite else Verdict(False, "non_finite")
@@ -68,10 +75,15 @@ class StateHandling:
         if msg.flags & ESTOP_FROM_ROBOT and state in ACTIVE_MODES:
             self._safe_stop("robot reports an e-stop", send_estop=False)
             return None
+        if msg.flags & ESTOP_ACTIVE and state is LoopState.RUN:  # a latched stop: our commands are not executed
+            self.counts[ESTOP_ACTIVE_IN_RUN] += 1
+            self._safe_stop("the robot reports its e-stop active in RUN: it executes no command; episode aborted")
+            return None
         if state is LoopState.SAFE_STOP:
             return self._safe_stop_tick(msg, verdict)
         if state is LoopState.WAIT_FRESH:
             if not verdict.accepted:
+                self._check_startup_timeout(self._clock())  # invalid states count as silence
                 self._heartbeat()
                 return None
             self._enter(LoopState.HOLD, "fresh state")
@@ -79,8 +91,9 @@ class StateHandling:
             return self._hold_tick(msg, verdict)
         if verdict.restart:
             return self._restart_tick(msg)
-        if finite and not verdict.accepted:
-            return self._implausible_tick(msg, (IMPLAUSIBLE_STATE, f"implausible_{verdict.kind}"))
+        if not verdict.accepted:
+            reasons = (IMPLAUSIBLE_STATE, f"implausible_{verdict.kind}") if finite else (NAN_STATE,)
+            return self._implausible_tick(msg, reasons)
         self._implausible_run = 0
         if state is LoopState.HOLD:
             return self._hold_tick(msg, verdict)
@@ -146,13 +159,17 @@ class StateHandling:
         return self._record(msg, EMPTY, self._hold, self._hold, (), float("nan"), False)
 
     def _implausible_tick(self: Controller, msg: StateMsg | None, reasons: tuple[str, ...]) -> TickRecord:
-        """The state failed its check or was malformed: never plan with it. Hold, count; too many in a row -> safe
-        stop."""
+        """The state failed its check, was non-finite or malformed: never plan with it. Hold, count; too many in a
+        row, or no valid state for ``watchdog_stop_s`` (an invalid state is no sign of life) -> safe stop."""
         self._implausible_run += 1
         self._hold_count = 0
         self.interventions.add(reasons)
-        if self._implausible_run >= self.config.max_implausible_states:
-            self._safe_stop(f"{self._implausible_run} implausible or malformed states in a row (last: {reasons[-1]})")
+        stale_s = self._clock() - self._last_valid_t
+        if self._implausible_run >= self.config.max_implausible_states or stale_s > self.limits.watchdog_stop_s:
+            self._safe_stop(
+                f"{self._implausible_run} implausible, non-finite or malformed states in a row, no valid state for "
+                f"{stale_s:.3f} s (last: {reasons[-1]})"
+            )
             return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), True)
         self._send_command(self._hold)
         return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), False)
@@ -191,6 +208,12 @@ class StateHandling:
         fault = ""
         if verdict.accepted:
             flat = self.contract.flat_observation(msg.state, self.line.history, goal)
+            if not np.isfinite(flat).all():  # what the policy would get, after the float32 cast
+                # the state passed its checks, so a goal beyond float32's range: no later tick can do better
+                self.counts["non_finite_observations"] += 1
+                self.interventions.add((NON_FINITE_OBSERVATION,))
+                self._safe_stop("the observation is not finite as float32 (a goal beyond float32's range?)")
+                return self._record(msg, flat, self._hold, self._hold, (NON_FINITE_OBSERVATION,), float("nan"), True)
             action, fault = self.guard.infer(flat)
             proposed = action if action is not None else self._hold
         age = self._clock() - self._last_valid_t
@@ -265,12 +288,8 @@ class StateHandling:
             if now - self._last_valid_t > self.limits.watchdog_stop_s:
                 self._safe_stop("watchdog while holding")
                 return None
-        startup = state is LoopState.WAIT_FRESH and self._anchor is None
-        if startup and now - self._mode_since > self.config.startup_timeout_s:
-            raise TimeoutError(
-                f"no valid state from the robot on {self.robot_link.name} within "
-                f"{self.config.startup_timeout_s} s of connecting; is the robot running and the port right?"
-            )
+        if state is LoopState.WAIT_FRESH:
+            self._check_startup_timeout(now)
         if state is LoopState.SAFE_STOP:
             if now - self._mode_since > self.config.recover_timeout_s:
                 self._finish(f"the robot stayed silent for {self.config.recover_timeout_s} s after a safe stop")
@@ -284,6 +303,14 @@ class StateHandling:
             return None
         self._heartbeat()
         return None
+
+    def _check_startup_timeout(self: Controller, now: float) -> None:
+        """WAIT_FRESH with no valid state yet since connecting: raise once ``startup_timeout_s`` has passed."""
+        if self._anchor is None and now - self._mode_since > self.config.startup_timeout_s:
+            raise TimeoutError(
+                f"no valid state from the robot on {self.robot_link.name} within "
+                f"{self.config.startup_timeout_s} s of connecting; is the robot running and the port right?"
+            )
 
     # Episodes ---------------------------------------------------------------------------------------------------
     def _start_episode(self: Controller) -> None:

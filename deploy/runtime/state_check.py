@@ -14,6 +14,10 @@ used to plan (the loop holds and counts it). The checks, against the last accept
 - sequence: at most ``seq_gap_slack`` more messages than the elapsed time and the loop's own messages explain
   (``seq_gap``: a robot numbers up to ``MSGS_PER_STEP`` messages per control step and per message it answers); an
   older sequence number (``seq_backwards``) is a replay or a reboot;
+- values: every other state field within its plausibility bound (``field_out_of_range``): a velocity (a field named
+  in ``VELOCITY_FIELDS``, metres per control step) at most ``VELOCITY_MARGIN`` times what the spec's plausible speed
+  allows in one control step; any other field (a length in metres, e.g. a finger joint) no larger than the reachable
+  envelope's diagonal. A glitch such as 1e30 never reaches the policy;
 - position: inside the reachable envelope (the workspace grown by ``envelope_margin_m``, ``outside_envelope``);
   no faster than ``plausible_speed_m_s`` over the elapsed time (``too_fast``); no further (Euclidean) than the
   applied commands can move the arm at the spec's gain bound, plus a share of the motion carried from the previous
@@ -68,6 +72,7 @@ OUTSIDE_ENVELOPE = "outside_envelope"
 TOO_FAST = "too_fast"
 UNEXPLAINED_MOTION = "unexplained_motion"
 EXCEEDS_GAIN = "exceeds_gain"
+FIELD_OUT_OF_RANGE = "field_out_of_range"
 IMPLAUSIBLE_KINDS = (
     TIME_BACKWARDS,
     TIME_AHEAD,
@@ -77,8 +82,10 @@ IMPLAUSIBLE_KINDS = (
     TOO_FAST,
     UNEXPLAINED_MOTION,
     EXCEEDS_GAIN,
+    FIELD_OUT_OF_RANGE,
 )
 RESTART_KINDS = frozenset({TIME_BACKWARDS, TIME_AHEAD, SEQ_GAP, SEQ_BACKWARDS})  # breaks a robot restart explains
+NEVER_ANCHOR_KINDS = frozenset({OUTSIDE_ENVELOPE, FIELD_OUT_OF_RANGE})  # values no robot can report: no re-anchoring
 
 NOISE_SIGMAS = 4.0  # noise allowance of every position check, in standard deviations of the spec's noise
 BOUND_NOISE_SIGMAS = 3.0  # the barrier's position bounds are widened by this many standard deviations
@@ -91,6 +98,10 @@ DEFAULT_CLOCK_TOLERANCE_S = 0.05
 DEFAULT_SEQ_GAP_SLACK = 32  # messages still in flight when the anchor was taken, answered after it
 DEFAULT_RESYNC_STATES = 3
 MSGS_PER_STEP = 2  # messages a robot may number per control step or per message it answers (a state + an error)
+# State fields that are velocities, in metres per control step (deploy.contract: FETCH_STATE_FIELDS' grip_velp and
+# gripper_vel, POINT_STATE_FIELDS' vel); every other field outside the position slice is a length in metres.
+VELOCITY_FIELDS = frozenset({"grip_velp", "gripper_vel", "vel"})
+VELOCITY_MARGIN = 10.0  # a velocity beyond this many times the spec's plausible speed is a glitch, not motion
 
 
 class Verdict(NamedTuple):
@@ -164,6 +175,7 @@ class StateChecker:
         margin = spec.envelope_margin_m
         self._env_low = [lo - margin - NOISE_SIGMAS * v for lo, v in zip(spec.workspace_low, noise, strict=True)]
         self._env_high = [hi + margin + NOISE_SIGMAS * v for hi, v in zip(spec.workspace_high, noise, strict=True)]
+        self._field_index, self._field_limit = self._field_bounds(spec, contract)
         self._step_m_per_unit = spec.command_scale_m * spec.actuator_gain_max
         self._speed_m_s = spec.plausible_speed_m_s
         self._still = [0.0] * self._dims  # the motion of a state with no anchor (never mutated)
@@ -203,10 +215,13 @@ class StateChecker:
         :param homed: the state carries the HOMED flag.
         :param prompts: messages the loop has sent so far (a running count): each may be answered.
         """
-        position = msg.state[self._pos].tolist()
+        values = msg.state.tolist()
+        position = values[self._pos]
         seen = _Seen(msg.seq, msg.t_s, t_recv, position, msg.pending, self._still, prompts)
         if self._outside_envelope(position):
             return self._reject(seen, OUTSIDE_ENVELOPE)
+        if self._field_out_of_range(values):
+            return self._reject(seen, FIELD_OUT_OF_RANGE)
         anchor = self.anchor
         if anchor is None:
             return self._accept(seen, None)
@@ -235,6 +250,28 @@ class StateChecker:
         return self._accept(seen, reach, corrected)
 
     # Pieces ---------------------------------------------------------------------------------------------------
+    def _field_bounds(self, spec: RobotSpec, contract: ObservationContract) -> tuple[list[int], list[float]]:
+        """(state indices, magnitude bounds) of every state value outside the position slice: a velocity at most
+        ``VELOCITY_MARGIN`` x the plausible speed x the robot's control period (metres per control step), any other
+        value at most the diagonal of the reachable envelope (metres)."""
+        velocity_limit = VELOCITY_MARGIN * spec.plausible_speed_m_s * spec.control_period_s
+        length_limit = math.dist(self._env_low, self._env_high)
+        position = range(*contract.position_slice)
+        index: list[int] = []
+        limit: list[float] = []
+        start = 0
+        for name, size in contract.state_fields:
+            for i in range(start, start + size):
+                if i not in position:
+                    index.append(i)
+                    limit.append(velocity_limit if name in VELOCITY_FIELDS else length_limit)
+            start += size
+        return index, limit
+
+    def _field_out_of_range(self, values: list[float]) -> bool:
+        # map: no Python frame per value (runs for every state); a NaN compares False, so it is out of range
+        return not all(map(operator.le, map(abs, map(values.__getitem__, self._field_index)), self._field_limit))
+
     def _outside_envelope(self, position: list[float]) -> bool:
         # map: no Python frame per axis (runs for every state); a NaN compares False, so it is outside
         return not (all(map(operator.le, self._env_low, position)) and all(map(operator.le, position, self._env_high)))
@@ -306,7 +343,7 @@ class StateChecker:
             self._chain_kind = kind
         chain.append(seen)
         restart = len(chain) >= self.resync_states and self._chain_kind in RESTART_KINDS
-        if kind == OUTSIDE_ENVELOPE:
+        if kind in NEVER_ANCHOR_KINDS:
             restart = False
         if not restart:
             return Verdict(False, kind)

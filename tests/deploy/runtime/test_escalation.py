@@ -1,19 +1,24 @@
 """A failing policy leads to a safe stop within ``policy_fault_stop_s``; the e-stop repeats until the robot
-acknowledges it; a HOME is not resent before the measured round trip could have answered it.
+acknowledges it, at most once per period; a HOME is not resent before the measured round trip could have answered
+it; a robot that latched its e-stop in RUN is stopped, not commanded.
 
-Lock-step simulated robot over a pty; the loop period is 10 ms.
+Lock-step simulated robot over a pty; the loop period is 10 ms. The shutdown pacing runs on a scripted link and the
+test's clock.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
-from loop_fixtures import DELAY, DelayAwareP, robot_spec, run_loop, seeded_goals
+from loop_fixtures import CONTRACT, DELAY, DelayAwareP, robot_spec, run_loop, seeded_goals
 
-from deploy.runtime.loop import LoopConfig
+from deploy.runtime.goals import GoalSource
+from deploy.runtime.loop import Controller, LoopConfig
 from deploy.runtime.state_machine import LoopState
+from deploy.wire import AckMsg, ErrorCode, EStopMsg, EStopReason, Message, StateMsg
 from envs.sim_robot import SimRobot
 
 PERIOD_S = 0.01
@@ -157,3 +162,95 @@ def test_a_robot_that_goes_silent_while_homing_is_stopped_and_the_run_ends():
     assert f"{1 + retries} HOMEs for episode 0 went unanswered" in stop.reason
     assert report.transitions[-1].target is LoopState.DONE and "stayed silent" in report.transitions[-1].reason
     assert report.ticks < config.max_ticks  # ended by the timeout, not by the tick limit
+
+
+def test_a_robot_that_latches_its_e_stop_in_run_is_stopped_and_the_episode_aborted():
+    """Mid-episode the robot latches an e-stop without the ESTOP_FROM_ROBOT flag (here: an e-stop the runtime sent
+    earlier that the robot applies late) and ignores every command. The loop must not keep commanding it and log a
+    normal episode: it goes to SAFE_STOP on the first state flagged ESTOP_ACTIVE, aborts the episode, counts why,
+    recovers after the re-home and serves the next goal."""
+    robot = SimRobot(mode="lockstep", delay=DELAY, control_period_s=PERIOD_S)
+    latched: list[int] = []
+
+    def late_estop(controller: Controller, record) -> None:
+        if not latched and controller.sm.state is LoopState.RUN and controller.episodes.steps >= 3:
+            link = controller.robot_link
+            link.send(EStopMsg(link.next_seq(), 0.0, EStopReason.WATCHDOG))
+            latched.append(controller.tick)
+
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=20, max_ticks=300)
+    run = run_loop(DelayAwareP(), seeded_goals([0, 1]), config, robot_spec(), robot=robot, on_tick=late_estop)
+    report = run.report
+    stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
+    assert stop.source is LoopState.RUN and "e-stop active" in stop.reason
+    assert stop.tick - latched[0] <= 2  # the lock-step answer to the next command carries the flag
+    assert report.counts["robot_estop_active_in_run"] == 1
+    first, second = report.episodes
+    assert first.aborted and not first.success and first.steps < config.max_episode_steps
+    assert not second.aborted and second.steps == config.max_episode_steps  # recovered after the re-home
+    # no policy command from the stop until the robot was re-homed (before: the policy ran on, unexecuted)
+    resumed = next(t for t in report.transitions if t.target is LoopState.RUN and t.tick > stop.tick)
+    assert not [r for r in run.records if stop.tick <= r.tick < resumed.tick and r.obs_flat.size]
+
+
+class ScriptedClock:
+    """The loop's clock in seconds; only the scripted link moves it."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+ANSWER_S = 1e-4  # seconds the scripted robot takes to answer a message
+
+
+class ChattyRobotLink:
+    """A given ``Link`` stand-in: the robot answers every message at once with one frame that is no e-stop
+    acknowledgement (an ACK, or a state of the wrong length that the runtime drops as malformed). A poll with
+    nothing to answer waits out its timeout on the scripted clock."""
+
+    name = "scripted-robot"
+
+    def __init__(self, clock: ScriptedClock, answer: str) -> None:
+        self.clock, self.answer = clock, answer
+        self.decoder = type("Decoder", (), {"errors": Counter()})()
+        self.sent: Counter[str] = Counter()
+        self._unanswered = 0
+        self._seq = 0
+
+    def send(self, msg: Message) -> int:
+        self.sent[type(msg).__name__] += 1
+        self._unanswered += 1
+        return 0
+
+    def poll(self, timeout_s: float) -> list[Message]:
+        if not self._unanswered:
+            self.clock.t += max(0.0, timeout_s)
+            return []
+        self._unanswered -= 1
+        self.clock.t += ANSWER_S
+        self._seq += 1
+        if self.answer == "ack":
+            return [AckMsg(self._seq, self.clock.t, ErrorCode.OK, "e-stop")]
+        return [StateMsg(self._seq, self.clock.t, np.zeros(CONTRACT.state_dim - 1), 0, ())]
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("answer", ["ack", "malformed_state"])
+def test_the_shutdown_e_stop_goes_out_at_most_once_per_period(answer: str):
+    """A robot that answers each e-stop with a frame that does not acknowledge it (an ACK, a malformed state) ends
+    every read early. The e-stop is still repeated once per period for ``stop_ack_timeout_s``, not once per frame
+    (before: one per 0.1 ms answer, 5000 in 0.5 s)."""
+    clock = ScriptedClock()
+    link = ChattyRobotLink(clock, answer)
+    config = LoopConfig(period_s=PERIOD_S, stop_ack_timeout_s=0.5, max_ticks=1, freeze_gc=False)
+    goals = GoalSource([[1.3, 0.75, 0.6]])
+    controller = Controller(link, CONTRACT, DelayAwareP(), robot_spec(), goals, config, clock=clock)
+    report = controller.run()
+    periods = config.stop_ack_timeout_s / PERIOD_S  # 50
+    assert periods <= link.sent["EStopMsg"] <= periods + 1
+    assert report.counts["stop_not_acknowledged"] == 1

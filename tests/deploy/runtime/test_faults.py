@@ -284,3 +284,51 @@ def test_port_failure_reconnects():
     resumed = [t for t in report.transitions if t.target is LoopState.RUN and t.tick >= events["restore"]]
     assert resumed
     assert any(not e.aborted and e.steps == EPISODE_STEPS and e.index > 0 for e in report.episodes)
+
+
+class NanFrom:
+    """on_tick hook: the robot's states turn NaN (CRC-valid frames) from the first tick in ``mode`` on."""
+
+    def __init__(self, robot: SimRobot, mode: LoopState) -> None:
+        self.robot, self.mode = robot, mode
+        self.started: int | None = None
+
+    def __call__(self, controller: Controller, record) -> None:
+        if self.started is None and controller.sm.state is self.mode:
+            self.robot.faults.nan_state = True
+            self.started = controller.tick + 1  # in effect from the next tick
+
+
+NO_COUNT_LIMIT = 10**6  # max_implausible_states never reached: only the watchdog can stop the loop
+
+
+@pytest.mark.parametrize("max_implausible", [LoopConfig().max_implausible_states, NO_COUNT_LIMIT])
+def test_non_finite_states_while_holding_end_in_a_safe_stop(max_implausible: int):
+    """NaN states while the loop holds before the first episode are invalid states, not signs of life: each is held
+    and counted, and the loop stops safely after ``max_implausible_states`` of them in a row, or at the latest once
+    no valid state came for ``watchdog_stop_s`` (as in silence). Before, it held forever."""
+    robot = SimRobot(mode="lockstep", delay=DELAY, seed=1, control_period_s=PERIOD_S)
+    nan_from = NanFrom(robot, LoopState.HOLD)
+    config = LoopConfig(
+        period_s=PERIOD_S, hold_ticks=3, max_implausible_states=max_implausible, recover=False, max_ticks=100
+    )
+    run = run_loop(
+        Push(TOWARD_MINUS_Y), seeded_goals([0]), config, robot_spec(hold_s=HOLD_S, stop_s=STOP_S), robot, nan_from
+    )
+    report = run.report
+    assert nan_from.started is not None
+    stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
+    assert stop.source is LoopState.HOLD and "non-finite" in stop.reason
+    assert stop.tick - nan_from.started <= min(max_implausible, STOP_TICKS + 2)
+    assert report.counts["nan_states"] >= min(max_implausible, STOP_TICKS - 1)
+    assert report.interventions[NAN_STATE] == report.counts["nan_states"]  # every one was held and counted
+    assert not report.episodes  # no episode ever started on NaN states
+
+
+def test_non_finite_states_from_the_start_end_in_the_startup_timeout():
+    """A robot that only ever sends NaN states has sent no valid state: the startup timeout applies, as in silence."""
+    robot = SimRobot(mode="lockstep", delay=DELAY, seed=1, control_period_s=PERIOD_S)
+    robot.faults.nan_state = True
+    config = LoopConfig(period_s=PERIOD_S, startup_timeout_s=STOP_S, max_ticks=100)
+    with pytest.raises(TimeoutError, match="no valid state"):
+        run_loop(Push(TOWARD_MINUS_Y), seeded_goals([0]), config, robot_spec(hold_s=HOLD_S, stop_s=STOP_S), robot)

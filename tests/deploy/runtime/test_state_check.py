@@ -15,11 +15,13 @@ from deploy.contract import fetch_reach_contract
 from deploy.robot_spec import load_robot_spec
 from deploy.runtime.state_check import (
     EXCEEDS_GAIN,
+    FIELD_OUT_OF_RANGE,
     MOTION_MARGIN_M,
     OUTSIDE_ENVELOPE,
     SEQ_BACKWARDS,
     TIME_AHEAD,
     UNEXPLAINED_MOTION,
+    VELOCITY_MARGIN,
     StateChecker,
 )
 from deploy.wire import StateFlags, StateMsg
@@ -80,6 +82,42 @@ def test_a_position_outside_the_envelope_or_nan_is_rejected(bad: float) -> None:
     checker = anchored()
     verdict = checker.check(state_msg(2, (bad, START[1], START[2])), 2 * PERIOD_S, applied_units=1.0)
     assert verdict.kind == OUTSIDE_ENVELOPE
+
+
+# fetch_reach state: grip_pos 0:3 (m) | gripper_state 3:5 (finger joints, m) | grip_velp 5:8 | gripper_vel 8:10 (m/step)
+FINGER, VELOCITY, FINGER_VELOCITY = 3, 5, 8
+VELOCITY_LIMIT = VELOCITY_MARGIN * SPEC.plausible_speed_m_s * SPEC.control_period_s  # 10 x 1.3719 x 0.04 = 0.549 m/step
+
+
+def with_value(seq: int, index: int, value: float) -> StateMsg:
+    msg = state_msg(seq, START)
+    msg.state[index] = value
+    return msg
+
+
+@pytest.mark.parametrize(
+    ("index", "value"),
+    [
+        (VELOCITY, 1e30),  # a velocity glitch: the position is fine
+        (VELOCITY, -1.01 * VELOCITY_LIMIT),  # just past the bound: 13.9 m/s
+        (FINGER_VELOCITY, 1e30),
+        (FINGER, -7.0),  # a finger joint 7 m from its zero: longer than the envelope's diagonal (1.43 m)
+        (FINGER, float("nan")),
+    ],
+)
+def test_a_state_field_beyond_its_bound_is_rejected(index: int, value: float) -> None:
+    """Every state value has a bound, not only the position: a velocity at most VELOCITY_MARGIN x the plausible
+    speed per control step, any other value at most the envelope's diagonal. The anchor stays."""
+    checker = anchored()
+    verdict = checker.check(with_value(2, index, value), 2 * PERIOD_S, applied_units=0.0)
+    assert not verdict.accepted and verdict.kind == FIELD_OUT_OF_RANGE
+    assert checker.anchor.seq == 1
+
+
+@pytest.mark.parametrize(("index", "value"), [(VELOCITY, 0.99 * VELOCITY_LIMIT), (FINGER, 0.05), (FINGER, -0.05)])
+def test_a_state_field_inside_its_bound_is_accepted(index: int, value: float) -> None:
+    checker = anchored()
+    assert checker.check(with_value(2, index, value), 2 * PERIOD_S, applied_units=0.0).accepted
 
 
 def test_time_ahead_and_sequence_backwards() -> None:

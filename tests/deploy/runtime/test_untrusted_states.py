@@ -22,8 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from loop_fixtures import DELAY, Push, robot_spec, run_loop, seeded_goals
+from loop_fixtures import DELAY, DelayAwareP, Push, robot_spec, run_loop, seeded_goals
 
+from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
 from deploy.runtime.state_machine import LoopState
 from deploy.runtime.ticklog import TickLogWriter, read_ticklog
@@ -69,6 +70,18 @@ class Lie:
     expected: tuple[str, ...]  # reasons that must appear in the tick log ("" for none)
 
 
+def set_value(index: int, value: float) -> Callable[[np.ndarray], np.ndarray]:
+    def glitch(state: np.ndarray) -> np.ndarray:
+        out = state.copy()
+        out[index] = value
+        return out
+
+    return glitch
+
+
+GRIP_VELP_X, GRIP_VELP_Y, FINGER = 5, 6, 3  # fetch_reach state indices (velocity in m/step, finger joint in m)
+
+
 def _glitch(fn: Callable[[np.ndarray], np.ndarray], frames: int) -> Callable[[SimRobot], None]:
     def inject(robot: SimRobot) -> None:
         robot.faults.state_glitch = fn
@@ -98,6 +111,9 @@ LIES = [
     Lie("shift_3cm_three_frames", _glitch(shift_y(0.03), 3), 2, ("implausible_unexplained_motion",)),
     Lie("shift_8mm", _glitch(shift_y(0.008), 1), 5, ()),
     Lie("x_1e30", _glitch(set_x(1e30), 1), 3, ("implausible_outside_envelope",)),
+    Lie("velocity_1e30", _glitch(set_value(GRIP_VELP_X, 1e30), 1), 3, ("implausible_field_out_of_range",)),
+    Lie("finger_minus_7m", _glitch(set_value(FINGER, -7.0), 1), 3, ("implausible_field_out_of_range",)),
+    Lie("velocity_1e300", _glitch(set_value(GRIP_VELP_Y, 1e300), 1), 3, ("nan_state",)),  # inf as float32
     Lie("future_stamp", _stamp(5.0), 3, ("implausible_time_ahead",)),
     Lie("past_stamp", _stamp(-5.0), 3, ("implausible_time_backwards",)),
     Lie("sequence_jump", _seq_jump, 2, ("implausible_seq_gap", "robot_restart")),
@@ -162,10 +178,12 @@ def test_a_lying_robot_never_takes_the_arm_out_of_the_box(lie: Lie, tmp_path: Pa
     for expected in lie.expected:
         assert expected in reasons, f"{expected!r} missing from the tick log: {sorted(reasons)}"
         assert report.interventions.get(expected, 0) >= 1
-    held = [r for r in logged if set(r.reasons) & {"implausible_state", "malformed_state", "robot_restart"}]
+    held = [
+        r for r in logged if set(r.reasons) & {"implausible_state", "malformed_state", "robot_restart", "nan_state"}
+    ]
     assert all(np.all(r.sent == 0.0) for r in held), "a state that failed its check was used to move the arm"
-    if lie.name == "x_1e30":
-        assert all(np.all(np.abs(r.obs_flat) < 1e3) for r in logged if r.obs_flat.size), "1e30 reached the policy"
+    given = [r.obs_flat for r in logged if r.obs_flat.size]  # what the policy got (float32)
+    assert given and all(np.all(np.abs(obs) < 1e3) for obs in given), "an implausible value reached the policy"
 
 
 def test_a_robot_restart_costs_a_hold_and_a_re_home(tmp_path: Path):
@@ -230,3 +248,30 @@ def test_a_lost_homed_state_costs_a_home_retry_not_a_safe_stop(tmp_path: Path):
     assert report.counts.get("safe_stops", 0) == 0
     assert report.counts.get("home_retries", 0) >= 1
     assert len(report.episodes) == N_GOALS and all(not e.aborted for e in report.episodes)
+
+
+class Recording:
+    """The P policy, keeping every observation it is given."""
+
+    def __init__(self) -> None:
+        self.inner = DelayAwareP()
+        self.given: list[np.ndarray] = []
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        self.given.append(np.array(obs))
+        return self.inner(obs)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # the contract's cast, as meant
+def test_a_goal_beyond_float32_never_reaches_the_policy_as_inf():
+    """Finiteness is checked on what the policy gets, after the float32 cast: a goal of 1e300 m is finite as float64
+    but inf as float32. The policy is never called with it; the loop stops safely and aborts the episode."""
+    policy = Recording()
+    goals = GoalSource([[1e300, 0.75, 0.6]])  # no workspace given: the goal source does not bound it
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, recover=False, max_ticks=100)
+    run = run_loop(policy, goals, config, SPEC)
+    assert all(np.all(np.isfinite(obs)) for obs in policy.given)
+    assert run.report.counts["non_finite_observations"] == 1
+    stop = next(t for t in run.report.transitions if t.target is LoopState.SAFE_STOP)
+    assert "not finite as float32" in stop.reason
+    assert [e.aborted for e in run.report.episodes] == [True]
