@@ -22,9 +22,11 @@ Action: ``action_dim`` floats in [action_low, action_high]; the first three are 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
@@ -62,14 +64,69 @@ class ObservationContract:
     position_slice: tuple[int, int] = (0, 3)
 
     def __post_init__(self) -> None:
+        for field in ("action_dim", "history_len", "goal_dim"):
+            if not _is_int(getattr(self, field)):
+                raise ValueError(f"{field} must be an integer, got {getattr(self, field)!r}")
+        for field in ("action_scale_m", "action_low", "action_high", "control_period_s"):
+            value = getattr(self, field)
+            if not _is_number(value) or not math.isfinite(value):
+                raise ValueError(f"{field} must be a finite number, got {value!r}")
         if self.history_len < 0:
             raise ValueError(f"history_len must be >= 0 control steps, got {self.history_len}")
         if self.action_dim < 1:
             raise ValueError(f"action_dim must be >= 1, got {self.action_dim}")
+        if self.goal_dim < 1:
+            raise ValueError(f"goal_dim must be >= 1 (3: x, y, z in metres), got {self.goal_dim}")
         if not self.action_low < self.action_high:
             raise ValueError(f"action_low ({self.action_low}) must be below action_high ({self.action_high})")
         if self.control_period_s <= 0:
             raise ValueError(f"control_period_s must be > 0 seconds, got {self.control_period_s}")
+        if self.action_scale_m <= 0:
+            raise ValueError(f"action_scale_m must be > 0 metres per command unit, got {self.action_scale_m}")
+        self._check_state_fields()
+        self._check_position_slice()
+
+    def _check_state_fields(self) -> None:
+        """Every state field is a (non-empty name, size >= 1) pair; names are unique."""
+        if not isinstance(self.state_fields, tuple) or not self.state_fields:
+            raise ValueError(f"state_fields must be a non-empty tuple of (name, size) pairs, got {self.state_fields!r}")
+        names = []
+        for entry in self.state_fields:
+            if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str) and entry[0]):
+                raise ValueError(f"state field {entry!r} must be a (name, size) pair with a non-empty name")
+            if not _is_int(entry[1]) or entry[1] < 1:
+                raise ValueError(f"state field {entry[0]!r} must have an integer size >= 1, got {entry[1]!r}")
+            names.append(entry[0])
+        if len(set(names)) != len(names):
+            raise ValueError(f"state field names must be unique, got {names}")
+
+    def _check_position_slice(self) -> None:
+        """``position_slice`` holds the ``goal_dim`` gripper coordinates (metres), inside one state field."""
+        position = self.position_slice
+        if not (isinstance(position, tuple) and len(position) == 2 and all(_is_int(v) for v in position)):
+            raise ValueError(f"position_slice must be a (start, stop) pair of integers, got {position!r}")
+        start, stop = position
+        state_dim = self.state_dim
+        layout = ", ".join(f"{name!r} {lo}:{hi}" for name, lo, hi in self._field_spans())
+        if not (0 <= start < stop <= state_dim and stop - start == self.goal_dim):
+            raise ValueError(
+                f"position_slice {list(position)} must hold the goal_dim = {self.goal_dim} gripper coordinates "
+                f"(metres) inside the {state_dim} robot state values (0 <= start < stop <= {state_dim}, "
+                f"stop - start = {self.goal_dim}); the state is {layout}. Point it at the position field"
+            )
+        if not any(lo <= start and stop <= hi for _, lo, hi in self._field_spans()):
+            raise ValueError(
+                f"position_slice {list(position)} straddles two state fields; the position must lie inside one "
+                f"field (the state is {layout})"
+            )
+
+    def _field_spans(self) -> list[tuple[str, int, int]]:
+        """(name, start, stop) of every state field inside the robot state vector."""
+        spans, start = [], 0
+        for name, size in self.state_fields:
+            spans.append((name, start, start + size))
+            start += size
+        return spans
 
     # Dimensions ------------------------------------------------------------------------------------
     @property
@@ -181,17 +238,51 @@ class ObservationContract:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ObservationContract:
-        version = data.get("format_version")
-        if version != CONTRACT_FORMAT_VERSION:
+        """Read the manifest's ``contract`` section (what :meth:`to_dict` writes), refusing anything else.
+
+        Raises ``ValueError`` on an unknown key (a misspelt one would silently take its default), a missing key, a
+        value of the wrong type (``"2"`` is not an integer, ``true`` is not a number) or dimensions that do not add
+        up (``flat_dim``).
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"the contract must be a JSON object, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(CONTRACT_KEYS))
+        if unknown:
+            raise ValueError(f"unknown contract key(s) {unknown}; a contract has the keys {list(CONTRACT_KEYS)}")
+        missing = [key for key in CONTRACT_KEYS if key not in data and key not in _OPTIONAL_CONTRACT_KEYS]
+        if missing:
+            raise ValueError(f"the contract is missing {missing}; re-export the policy")
+        version = data["format_version"]
+        if version != CONTRACT_FORMAT_VERSION or not _is_int(version):
             raise ValueError(
                 f"contract format_version {version!r} is not supported (this build reads "
                 f"{CONTRACT_FORMAT_VERSION}); re-export the policy with this version of robot-grpo"
             )
         if data.get("history_order", "oldest_first") != "oldest_first":
-            raise ValueError(f"unsupported history_order {data.get('history_order')!r}")
+            raise ValueError(
+                f"unsupported history_order {data.get('history_order')!r}; this build reads 'oldest_first'"
+            )
+        if "flat_layout" in data and list(data["flat_layout"]) != list(OBS_KEYS):
+            raise ValueError(f"unsupported flat_layout {data['flat_layout']!r}; this build reads {list(OBS_KEYS)}")
+        if not isinstance(data["name"], str) or not data["name"]:
+            raise ValueError(f"contract name must be a non-empty string, got {data['name']!r}")
+        state_fields = data["state_fields"]
+        if not isinstance(state_fields, list) or not all(
+            isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) and _is_int(f[1]) for f in state_fields
+        ):
+            raise ValueError(f"contract state_fields must be a list of [name, size] pairs, got {state_fields!r}")
+        position = data["position_slice"]
+        if not (isinstance(position, list) and len(position) == 2 and all(_is_int(v) for v in position)):
+            raise ValueError(f"contract position_slice must be a [start, stop] pair of integers, got {position!r}")
+        for key in ("action_dim", "history_len", "goal_dim"):
+            if not _is_int(data[key]):
+                raise ValueError(f"contract {key} must be an integer, got {data[key]!r}")
+        for key in ("action_scale_m", "action_low", "action_high", "control_period_s"):
+            if not _is_number(data[key]):
+                raise ValueError(f"contract {key} must be a number, got {data[key]!r}")
         contract = cls(
-            name=str(data["name"]),
-            state_fields=tuple((str(n), int(s)) for n, s in data["state_fields"]),
+            name=data["name"],
+            state_fields=tuple((str(n), int(s)) for n, s in state_fields),
             action_dim=int(data["action_dim"]),
             history_len=int(data["history_len"]),
             goal_dim=int(data["goal_dim"]),
@@ -199,11 +290,41 @@ class ObservationContract:
             action_low=float(data["action_low"]),
             action_high=float(data["action_high"]),
             control_period_s=float(data["control_period_s"]),
-            position_slice=(int(data["position_slice"][0]), int(data["position_slice"][1])),
+            position_slice=(int(position[0]), int(position[1])),
         )
-        if "flat_dim" in data and int(data["flat_dim"]) != contract.flat_dim:
-            raise ValueError(f"contract flat_dim {data['flat_dim']} does not match its fields ({contract.flat_dim})")
+        if "flat_dim" in data and (not _is_int(data["flat_dim"]) or data["flat_dim"] != contract.flat_dim):
+            raise ValueError(f"contract flat_dim {data['flat_dim']!r} does not match its fields ({contract.flat_dim})")
         return contract
+
+
+#: Every key :meth:`ObservationContract.to_dict` writes, in its order.
+CONTRACT_KEYS = (
+    "format_version",
+    "name",
+    "state_fields",
+    "action_dim",
+    "history_len",
+    "history_order",
+    "goal_dim",
+    "action_scale_m",
+    "action_low",
+    "action_high",
+    "control_period_s",
+    "position_slice",
+    "flat_layout",
+    "flat_dim",
+)
+_OPTIONAL_CONTRACT_KEYS = ("history_order", "flat_layout", "flat_dim")  # derived or fixed: checked when present
+
+
+def _is_int(value: Any) -> bool:
+    """An integer that is not a bool (JSON ``true`` is not a dimension)."""
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    """A real number that is not a bool."""
+    return isinstance(value, Real) and not isinstance(value, bool)
 
 
 class ActionHistory:
@@ -329,6 +450,24 @@ def contract_from_fields(name: str, history_len: int) -> ObservationContract:
     if name not in builders:
         raise ValueError(f"unknown contract {name!r}; known: {sorted(builders)}")
     return builders[name](history_len)
+
+
+def known_task_differences(contract: ObservationContract) -> list[str]:
+    """Where ``contract`` differs from the built-in contract of the task it names (empty: it matches, or the
+    task is not one this module knows). The history length is the policy's own choice and is not compared.
+
+    A ``fetch_reach`` contract whose ``position_slice`` points at the velocity, or whose scale is not FetchReach's,
+    describes another robot under a known name: the runtime would read the wrong values as the gripper position.
+    """
+    try:
+        known = contract_from_fields(contract.name, contract.history_len)
+    except ValueError:
+        return []
+    return [
+        f"{f.name} {getattr(contract, f.name)!r} (the {contract.name!r} task has {getattr(known, f.name)!r})"
+        for f in fields(ObservationContract)
+        if f.name != "history_len" and getattr(contract, f.name) != getattr(known, f.name)
+    ]
 
 
 def as_history(values: Sequence[Sequence[float]], action_dim: int) -> ActionHistory:

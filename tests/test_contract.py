@@ -14,6 +14,7 @@ from deploy.contract import (
     as_history,
     contract_from_fields,
     fetch_reach_contract,
+    known_task_differences,
     point_reach_contract,
 )
 
@@ -123,6 +124,53 @@ def test_constructor_rejects_bad_values() -> None:
         ObservationContract("x", fields, action_dim=3, history_len=1, control_period_s=0.0)
     with pytest.raises(ValueError, match="unknown contract 'arm'"):
         contract_from_fields("arm", 2)
+
+
+@pytest.mark.parametrize(
+    ("position_slice", "match"),
+    [
+        ((0, 2), r"position_slice \[0, 2\] must hold the goal_dim = 3 gripper coordinates"),  # 2 values, not 3
+        ((8, 11), r"position_slice \[8, 11\] must hold .* inside the 10 robot state values"),  # past the end
+        ((-1, 2), "must hold the goal_dim = 3"),  # a negative start would slice from the end
+        ((3, 6), r"position_slice \[3, 6\] straddles two state fields"),  # gripper_state 3:5 + grip_velp 5:6
+        ((0, 3.0), "must be a \\(start, stop\\) pair of integers"),
+    ],
+)
+def test_position_slice_must_hold_goal_dim_values_inside_one_state_field(position_slice, match: str) -> None:
+    # fetch state: grip_pos 0:3, gripper_state 3:5, grip_velp 5:8, gripper_vel 8:10 (10 values); goal_dim 3
+    fields = fetch_reach_contract(2).state_fields
+    with pytest.raises(ValueError, match=match) as err:
+        ObservationContract("arm", fields, action_dim=4, history_len=2, position_slice=position_slice)
+    assert "'grip_pos' 0:3" in str(err.value) or "integers" in str(err.value)  # the message shows the layout
+    data = fetch_reach_contract(2).to_dict() | {"position_slice": list(position_slice)}
+    with pytest.raises(ValueError, match="position_slice"):
+        ObservationContract.from_dict(data)
+
+
+def test_from_dict_refuses_unknown_missing_and_mistyped_keys() -> None:
+    data = point_reach_contract(2).to_dict()
+    misspelt = {k: v for k, v in data.items() if k != "history_order"} | {"histroy_order": "newest_first"}
+    with pytest.raises(ValueError, match=r"unknown contract key\(s\) \['histroy_order'\]; a contract has the keys"):
+        ObservationContract.from_dict(misspelt)
+    with pytest.raises(ValueError, match=r"the contract is missing \['goal_dim'\]"):
+        ObservationContract.from_dict({k: v for k, v in data.items() if k != "goal_dim"})
+    with pytest.raises(ValueError, match="history_len must be an integer, got '2'"):
+        ObservationContract.from_dict(data | {"history_len": "2"})
+    with pytest.raises(ValueError, match="action_dim must be an integer, got 3.0"):
+        ObservationContract.from_dict(data | {"action_dim": 3.0})
+    with pytest.raises(ValueError, match="action_scale_m must be a number, got True"):
+        ObservationContract.from_dict(data | {"action_scale_m": True})
+    with pytest.raises(ValueError, match="flat_layout"):
+        ObservationContract.from_dict(data | {"flat_layout": ["desired_goal", "achieved_goal", "observation"]})
+
+
+def test_known_task_differences_name_the_field_that_moved() -> None:
+    moved = ObservationContract(
+        "fetch_reach", fetch_reach_contract(2).state_fields, action_dim=4, history_len=2, position_slice=(5, 8)
+    )  # grip_velp: 3 values inside the state, but the velocity
+    assert known_task_differences(moved) == ["position_slice (5, 8) (the 'fetch_reach' task has (0, 3))"]
+    assert known_task_differences(fetch_reach_contract(5)) == []  # the history length is the policy's choice
+    assert known_task_differences(ObservationContract("arm", (("pos", 3),), action_dim=3, history_len=1)) == []
 
 
 def test_apply_delay_arithmetic() -> None:

@@ -11,7 +11,8 @@ Names (``make_backend(name, model)``):
 - ``"tensorrt"``: a serialized TensorRT engine (``policy.engine``) run natively with ``execute_async_v3``
   and named tensors (TensorRT 10.x and 11.x Python APIs).
 
-A backend that is not available here raises :class:`BackendUnavailableError` listing what is. onnxruntime
+A backend that is not available here raises :class:`BackendUnavailableError` listing what is; model bytes that
+are not a runnable policy (not ONNX, empty, other inputs/outputs) raise :class:`ModelLoadError`. onnxruntime
 lists an execution provider when it is compiled in, even if its CUDA libraries cannot be loaded; a session that
 silently fell back to another provider is therefore refused too (a CUDA backend that runs on the CPU would
 break the latency budget without telling anyone).
@@ -45,6 +46,11 @@ TRT_WORKSPACE_BYTES = 1 << 28
 
 class BackendUnavailableError(RuntimeError):
     """The requested backend cannot run here."""
+
+
+class ModelLoadError(ValueError):
+    """The model bytes are not a model this backend can run: not ONNX (or not an engine), empty, or with other
+    inputs and outputs than ``obs`` -> ``action`` (float32, [batch, dim]). A problem of the file, not of the machine."""
 
 
 @runtime_checkable
@@ -154,17 +160,25 @@ class OrtBackend:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = ORT_LOG_ERROR
 
-        probe = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+        if not model:
+            raise ModelLoadError("the model file is empty (0 bytes); re-copy or re-export it")
+        try:
+            probe = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime's errors (InvalidProtobuf, InvalidArgument ...) derive from Exception
+            raise ModelLoadError(
+                f"onnxruntime cannot load these {len(model)} bytes as an ONNX model ({type(exc).__name__}: {exc}); "
+                "the file is not an ONNX policy or is damaged: re-export it with deploy.export"
+            ) from exc
         inputs, outputs = probe.get_inputs(), probe.get_outputs()
         if [i.name for i in inputs] != [INPUT_NAME] or [o.name for o in outputs] != [OUTPUT_NAME]:
-            raise ValueError(
+            raise ModelLoadError(
                 f"the model must have one input {INPUT_NAME!r} and one output {OUTPUT_NAME!r}; it has inputs "
                 f"{[i.name for i in inputs]} and outputs {[o.name for o in outputs]} (export it with deploy.export)"
             )
         if inputs[0].type != "tensor(float)" or outputs[0].type != "tensor(float)":
-            raise ValueError(f"the model's input/output must be float32, got {inputs[0].type} / {outputs[0].type}")
-        self.input_dim = int(inputs[0].shape[1])
-        self.output_dim = int(outputs[0].shape[1])
+            raise ModelLoadError(f"the model's input/output must be float32, got {inputs[0].type} / {outputs[0].type}")
+        self.input_dim = _fixed_width(inputs[0].shape, INPUT_NAME)
+        self.output_dim = _fixed_width(outputs[0].shape, OUTPUT_NAME)
         self.name = name
         # the TensorRT EP runs with fp16 enabled whatever the model's types: its accuracy is fp16's
         self.compute_precision = "fp16" if name == "ort-trt" else "model"
@@ -220,6 +234,16 @@ class OrtBackend:
         return self._out.copy()
 
 
+def _fixed_width(shape: list[Any], tensor: str) -> int:
+    """The fixed second dimension of a [batch, width] model tensor (values per row)."""
+    if len(shape) != 2 or not isinstance(shape[1], int) or shape[1] < 1:
+        raise ModelLoadError(
+            f"the model's {tensor!r} tensor has shape {shape}; it must be [batch, width] with a fixed width "
+            "(export it with deploy.export)"
+        )
+    return shape[1]
+
+
 # Native TensorRT ----------------------------------------------------------------------------------------------------
 def _cuda_check(result: Any) -> Any:
     """Unwrap a cuda-python call's ``(err, value...)`` tuple, raising on an error code."""
@@ -255,7 +279,7 @@ class TensorRTBackend:
         self._runtime = trt.Runtime(self._logger)
         self._engine = self._runtime.deserialize_cuda_engine(engine)
         if self._engine is None:
-            raise ValueError(
+            raise ModelLoadError(
                 f"TensorRT {trt.__version__} could not load this engine: engines only run on the TensorRT version "
                 "and GPU they were built with; rebuild it here with python -m deploy.export.tensorrt_build"
             )
@@ -263,12 +287,12 @@ class TensorRTBackend:
         inputs = [n for n in names if self._engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
         outputs = [n for n in names if n not in inputs]
         if inputs != [INPUT_NAME] or outputs != [OUTPUT_NAME]:
-            raise ValueError(
+            raise ModelLoadError(
                 f"engine must have input {INPUT_NAME!r} and output {OUTPUT_NAME!r}, has {inputs} {outputs}"
             )
         for tensor in names:
             if self._engine.get_tensor_dtype(tensor) != trt.DataType.FLOAT:
-                raise ValueError(
+                raise ModelLoadError(
                     f"engine tensor {tensor!r} must be float32, is {self._engine.get_tensor_dtype(tensor)}"
                 )
         min_shape, _, max_shape = self._engine.get_tensor_profile_shape(INPUT_NAME, 0)

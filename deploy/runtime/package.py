@@ -16,6 +16,9 @@ the package is refused with an error that names the file. This catches corruptio
 a signature (anyone who can write the folder can re-seal it). The folder must hold exactly the files the manifest
 lists: an extra file, a subfolder or a symbolic link (which could point anywhere) is refused with its name. The
 model's input and output (names, sizes) are checked against the contract when a backend is made from it.
+
+Fields: :mod:`deploy.runtime.manifest_fields` checks every manifest key is known and typed, and every duplicated fact
+consistent.
 """
 
 from __future__ import annotations
@@ -28,34 +31,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deploy.contract import ObservationContract
+from deploy.contract import ObservationContract, known_task_differences
+from deploy.runtime.backends import ModelLoadError
+from deploy.runtime.manifest_fields import check_manifest_fields, check_manifest_keys
+from deploy.runtime.package_names import (  # also imported from here by the exporter, the engine builder, tests
+    DIGEST_FIELD,
+    EWC_FILE,
+    MANIFEST_NAME,
+    ONNX_VARIANTS,
+    SELFTEST_FILE,
+    VARIANT_FILES,
+    PackageError,
+    check_file_name,
+)
 
 PACKAGE_FORMAT_VERSION = 1
-MANIFEST_NAME = "manifest.json"
-DIGEST_FIELD = "manifest_sha256"
 _ZERO_DIGEST = "0" * 64
 _DIGEST_RE = re.compile(rb'"manifest_sha256": "([^"]*)"')
 _HASH_CHUNK_BYTES = 1 << 20
 SELFTEST_BATCH = 64  # the native engine's default profile tops out at batch 64
-
-#: Default file name of every model variant; the manifest's ``variants`` maps variant -> file.
-VARIANT_FILES: dict[str, str] = {
-    "fp32": "policy.onnx",
-    "fp16": "policy_fp16.onnx",
-    "int8": "policy_int8.onnx",
-    "engine": "policy.engine",
-}
-ONNX_VARIANTS = ("fp32", "fp16", "int8")
-EWC_FILE = "ewc.npz"
-SELFTEST_FILE = "selftest.npz"
-
-
-class PackageError(ValueError):
-    """A policy package that must not be used; ``path`` names the offending file."""
-
-    def __init__(self, path: str | Path, message: str) -> None:
-        self.path = Path(path)
-        super().__init__(f"{self.path}: {message}")
 
 
 # Hashing and sealing (shared with the exporter and the engine builder) -----------------------------------------
@@ -104,12 +98,6 @@ def _check_manifest_digest(path: Path, raw: bytes) -> None:
         )
 
 
-def _check_file_name(folder: Path, name: Any) -> Path:
-    if not isinstance(name, str) or not name or name != Path(name).name or name in (".", ".."):
-        raise PackageError(folder / MANIFEST_NAME, f"file entry {name!r} must be a plain file name inside the package")
-    return folder / name
-
-
 # The loaded package -------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PolicyPackage:
@@ -142,7 +130,9 @@ class PolicyPackage:
         files = self.manifest.get("variants", {})
         if variant not in files:
             if variant == "engine":
-                command = self.manifest.get("engine", {}).get("build_command", "python -m deploy.export.tensorrt_build")
+                command = (self.manifest.get("engine") or {}).get(
+                    "build_command", "python -m deploy.export.tensorrt_build"
+                )
                 raise PackageError(
                     self.folder / VARIANT_FILES["engine"],
                     f"this package has no TensorRT engine yet; build it on the target device with: {command}",
@@ -152,7 +142,7 @@ class PolicyPackage:
 
     def read_verified(self, name: str) -> bytes:
         """Read one package file and check its bytes against the manifest again (no gap between check and use)."""
-        path = _check_file_name(self.folder, name)
+        path = check_file_name(self.folder, name)
         expected = self.manifest["files"].get(name)
         if expected is None:
             raise PackageError(path, "is not listed in the manifest; only listed files are loaded")
@@ -166,10 +156,12 @@ class PolicyPackage:
     ):
         """An inference backend over one variant (default: ``"engine"`` for ``"tensorrt"``, else ``"fp32"``).
 
-        The model bytes are re-verified against the manifest right before they are handed to the backend, and,
-        when the package carries a self-test set, the new backend must reproduce the torch actions within the
-        variant's tolerance (:meth:`self_test`, a few milliseconds) before it is returned.
-        ``options`` go to :func:`deploy.runtime.backends.make_backend`.
+        The model bytes are re-verified against the manifest right before they are handed to the backend, and the
+        new backend must reproduce the torch actions of the package's self-test set within the variant's tolerance
+        (:meth:`self_test`, a few milliseconds) before it is returned. A package without a self-test set is
+        refused unless ``self_test=False`` (an explicit opt-out, for callers that self-test themselves or do not
+        drive a robot). Model bytes a backend cannot load (not ONNX, empty) raise :class:`PackageError` naming the
+        file. ``options`` go to :func:`deploy.runtime.backends.make_backend`.
         """
         from deploy.runtime.backends import make_backend
 
@@ -180,8 +172,18 @@ class PolicyPackage:
                 f"backend {backend!r} cannot run variant {variant!r}: the native 'tensorrt' backend runs the "
                 f"'engine' variant, the onnxruntime backends run {list(ONNX_VARIANTS)}"
             )
+        if self_test and not self.manifest.get("selftest"):
+            raise PackageError(
+                self.folder / MANIFEST_NAME,
+                "has no 'selftest' section, so the new backend cannot be checked against the exported policy's "
+                "actions before the robot moves. Re-export the package (deploy.export writes selftest.npz), or pass "
+                "self_test=False to skip the check (benchmarks and tests only)",
+            )
         path = self.model_path(variant)
-        made = make_backend(backend, self.read_verified(path.name), **options)
+        try:
+            made = make_backend(backend, self.read_verified(path.name), **options)
+        except ModelLoadError as exc:
+            raise PackageError(path, f"variant {variant!r} cannot be loaded: {exc}") from exc
         expected = (self.contract.flat_dim, self.contract.action_dim)
         if (made.input_dim, made.output_dim) != expected:
             raise PackageError(
@@ -189,7 +191,7 @@ class PolicyPackage:
                 f"the model maps {made.input_dim} inputs to {made.output_dim} outputs; the package's contract "
                 f"{self.contract.name!r} needs {expected[0]} -> {expected[1]}. Re-export the package",
             )
-        if self_test and self.manifest.get("selftest"):
+        if self_test:
             self.self_test(made, variant)
         return made
 
@@ -212,21 +214,46 @@ class PolicyPackage:
         if tolerance is None:
             tolerance = section["tolerance"].get(variant)
             if tolerance is None:
-                raise ValueError(f"no tolerance for variant {variant!r}; the manifest has {section['tolerance']}")
+                raise PackageError(
+                    self.folder / MANIFEST_NAME,
+                    f"its selftest section has no tolerance for variant {variant!r} (it has "
+                    f"{section['tolerance']}); re-export the package",
+                )
             if getattr(backend, "compute_precision", "model") == "fp16":  # e.g. the TensorRT EP with fp16 enabled
                 tolerance = max(tolerance, section["tolerance"].get("fp16", tolerance))
-        with np.load(io.BytesIO(self.read_verified(section["file"])), allow_pickle=False) as data:
-            obs, expected = data["obs"], data["actions"]
+        path = self.folder / section["file"]
+        try:
+            with np.load(io.BytesIO(self.read_verified(section["file"])), allow_pickle=False) as data:
+                obs, expected = data["obs"], data["actions"]
+        except (OSError, ValueError, KeyError) as exc:  # not an .npz, or without the two arrays
+            raise PackageError(
+                path, f"is not a self-test set with 'obs' and 'actions' arrays ({exc}); re-export the package"
+            ) from exc
+        if (
+            obs.ndim != 2
+            or obs.shape[1] != self.contract.flat_dim
+            or expected.shape[:1] != obs.shape[:1]
+            or not len(obs)
+        ):
+            raise PackageError(
+                path,
+                f"holds obs {obs.shape} and actions {expected.shape}; the contract needs obs [N, "
+                f"{self.contract.flat_dim}] and actions [N, {self.contract.action_dim}]. Re-export the package",
+            )
+        if section.get("n_obs", len(obs)) != len(obs):
+            raise PackageError(
+                path,
+                f"holds {len(obs)} observations, the manifest's selftest.n_obs says {section['n_obs']}: the package "
+                "contradicts itself; re-export it",
+            )
         batch = min(SELFTEST_BATCH, getattr(backend, "max_batch", SELFTEST_BATCH))
         actions = np.concatenate([backend(obs[i : i + batch]) for i in range(0, len(obs), batch)])
         if actions.shape != expected.shape:
-            raise PackageError(
-                self.folder / section["file"], f"backend gave {actions.shape}, expected {expected.shape}"
-            )
+            raise PackageError(path, f"backend gave {actions.shape}, expected {expected.shape}")
         err = float(np.max(np.abs(actions.astype(np.float64) - expected)))
         if not err <= tolerance:  # also catches NaN
             raise PackageError(
-                self.folder / section["file"],
+                path,
                 f"self-test of variant {variant!r} on {getattr(backend, 'name', backend)}: max |action - torch action| "
                 f"{err:.3g} > tolerance {tolerance:g}; do not run this backend on the robot",
             )
@@ -247,11 +274,13 @@ class PolicyPackage:
 
 
 def load_package(folder: str | Path, allow_failed_checks: bool = False) -> PolicyPackage:
-    """Load a policy package, verifying the format version and the sha256 of every file.
+    """Load a policy package, verifying the format version, the sha256 of every file and every manifest field.
 
-    Raises :class:`PackageError` (naming the file) on a missing, modified or unexpected file, on a manifest whose
-    format version this runtime does not read, and on a package whose export checks failed (a ``.rejected``
-    folder: ``allow_failed_checks=True`` opens it for inspection).
+    Raises :class:`PackageError` (naming the file, or the manifest field and how to fix it) on a missing, modified
+    or unexpected file; on a manifest whose format version this runtime does not read; on an unknown, missing or
+    mistyped manifest field; on a manifest that contradicts itself (a fact it records twice with two values, a delay
+    range longer than the action history the policy sees); and on a package whose export checks failed (a
+    ``.rejected`` folder: ``allow_failed_checks=True`` opens it for inspection).
     """
     folder = Path(folder)
     manifest_path = folder / MANIFEST_NAME
@@ -283,49 +312,32 @@ def load_package(folder: str | Path, allow_failed_checks: bool = False) -> Polic
             f"package format version {version} is not supported (this runtime reads {PACKAGE_FORMAT_VERSION}); "
             "re-export the policy",
         )
-
-    files = manifest.get("files")
-    if not isinstance(files, dict) or not files:
-        raise PackageError(manifest_path, "has no 'files' table of sha256 digests")
+    files = check_manifest_keys(manifest_path, manifest)
     _check_folder_contents(folder, files)
     for name, expected in files.items():
-        path = _check_file_name(folder, name)
+        path = folder / name
         if not path.is_file():
             raise PackageError(path, "is listed in the manifest but missing from the package")
         actual = sha256_file(path)
         if actual != expected:
             raise PackageError(
                 path,
-                f"sha256 mismatch (manifest {str(expected)[:12]}..., file {actual[:12]}...): the file was "
+                f"sha256 mismatch (manifest {expected[:12]}..., file {actual[:12]}...): the file was "
                 "modified or corrupted after export; re-copy the package",
             )
-    for variant, name in manifest.get("variants", {}).items():
-        if variant not in VARIANT_FILES:
-            raise PackageError(manifest_path, f"unknown variant {variant!r}; this runtime knows {list(VARIANT_FILES)}")
-        if name not in files:
-            raise PackageError(folder / str(name), f"variant {variant!r} points at a file the manifest does not hash")
-    for key in ("contract", "action_delay_steps", "io"):
-        if key not in manifest:
-            raise PackageError(manifest_path, f"has no {key!r} section")
-    checks = manifest.get("checks", {})
-    if checks.get("passed") is False and not allow_failed_checks:
-        raise PackageError(
-            manifest_path,
-            "this package failed its export checks and must not run on a robot: "
-            + "; ".join(checks.get("problems", [])),
-        )
     try:
         contract = ObservationContract.from_dict(manifest["contract"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise PackageError(manifest_path, f"invalid contract section: {exc}") from exc
-    io = manifest.get("io", {})
-    shapes = (io.get("input_shape", [None, None])[1:], io.get("output_shape", [None, None])[1:])
-    if shapes != ([contract.flat_dim], [contract.action_dim]):
+        raise PackageError(manifest_path, f"invalid contract section: {exc}; re-export the package") from exc
+    known = known_task_differences(contract)
+    if known:
         raise PackageError(
             manifest_path,
-            f"its io shapes {io.get('input_shape')} -> {io.get('output_shape')} do not match its contract "
-            f"({contract.flat_dim} -> {contract.action_dim}); re-export the package",
+            f"its contract names the {contract.name!r} task but differs from it: "
+            + "; ".join(known)
+            + ". Re-export the package, or give the contract of another robot another name",
         )
+    check_manifest_fields(manifest_path, manifest, contract, allow_failed_checks)
     return PolicyPackage(folder=folder, manifest=manifest, contract=contract)
 
 
