@@ -10,9 +10,9 @@ length", the gain is not "the contract's scale"). The file form, schema version 
     control_period_s: 0.04             # seconds per control step
     action_delay:
       steps: 2                         # measured command-to-motion delay, control steps (0..MAX_DELAY_STEPS)
-      ms: 80.0                         # the same in milliseconds
+      ms: 80.0                         # the same in milliseconds (within half a control period of steps x period)
       spread_steps: 0.0                # spread over repeated measurements, control steps
-      range: [2, 2]                    # inclusive range the sim randomizes over (training)
+      range: [2, 2]                    # inclusive range the sim randomizes over (training); contains steps
     actuator_gain:                     # metres moved per metre commanded (command units x command_scale_m)
       command_scale_m: 0.05            # the robot's command convention: metres per unit command per control step
       per_axis: [0.67, 0.67, 0.67]     # measured long-run response per axis (x, y, z)
@@ -60,6 +60,7 @@ MIN_GAIN = 0.01
 DEFAULT_WATCHDOG_HOLD_S = 0.1
 DEFAULT_WATCHDOG_STOP_S = 0.5
 DEFAULT_ENVELOPE_MARGIN_M = 0.1
+DELAY_MS_TOLERANCE_STEPS = 0.5  # 'action_delay.ms' may differ from steps x period by this many control periods
 
 
 class RobotSpecError(ValueError):
@@ -237,6 +238,37 @@ def _delay(data: Mapping[str, Any], source: str) -> tuple[int, float, float, tup
     return steps, ms, spread, (lo, hi)
 
 
+def _check_delay_ms(steps: int, ms: float, period_s: float) -> None:
+    """``ms`` must say the delay ``steps`` says: within half a control period of ``steps x period`` (the
+    rounding of a continuous delay to whole steps; the calibration probe writes ``steps x period`` exactly)."""
+    period_ms = period_s * 1000.0
+    expected = steps * period_ms
+    slack = DELAY_MS_TOLERANCE_STEPS * period_ms
+    if abs(ms - expected) > slack * (1.0 + 1e-9):
+        raise RobotSpecError(
+            f"'action_delay.ms' = {ms:g} contradicts 'action_delay.steps' = {steps} at 'control_period_s' = "
+            f"{period_s:g}: {steps} steps are {expected:g} ms, and ms must lie within half a control period of that "
+            f"({expected - slack:g}..{expected + slack:g} ms); set ms to steps x control_period_s x 1000, or steps "
+            f"to the delay the robot has (ms / 1000 / control_period_s = {ms / period_ms:.2f}), or re-run "
+            "`robot-grpo calibrate`"
+        )
+
+
+def _date(value: Any) -> str:
+    """The measurement date as ``YYYY-MM-DD``: a YAML date, or a string that is an ISO date."""
+    if isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
+        return value.isoformat()
+    if isinstance(value, str):
+        try:
+            return _dt.date.fromisoformat(value).isoformat()
+        except ValueError:
+            pass
+    raise RobotSpecError(
+        f"'date' = {value!r} is not an ISO date: write the day the robot was measured as \"YYYY-MM-DD\" "
+        f'(e.g. "{today()}"), without a time'
+    )
+
+
 def _gain(data: Mapping[str, Any], source: str) -> tuple[float, tuple, tuple, float]:
     gain = _get(data, "actuator_gain", source)
     scale = _number(_get(gain, "command_scale_m", "actuator_gain"), "actuator_gain.command_scale_m", 1e-5, 1.0)
@@ -267,9 +299,10 @@ def robot_spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Rob
             raise RobotSpecError(f"'schema_version' = {version!r}; this build reads {SCHEMA_VERSION}")
         _check_known_keys(data)
         robot_id = check_safe_name(_get(data, "robot_id", source), "'robot_id'")
-        date = str(_get(data, "date", source))
+        date = _date(_get(data, "date", source))
         period = _number(_get(data, "control_period_s", source), "control_period_s", 1e-4, 10.0)
         steps, ms, spread, delay_range = _delay(data, source)
+        _check_delay_ms(steps, ms, period)
         scale, gain, gain_spread, gain_max = _gain(data, source)
         noise = _vector(_get(data, "observation_noise_std_m", source), "observation_noise_std_m", 0.0, 0.1)
         speed = _number(_get(data, "plausible_speed_m_s", source), "plausible_speed_m_s", 1e-3, 100.0)

@@ -57,6 +57,7 @@ from deploy.wire import (
     StateFlags,
     StateMsg,
     encode,
+    seq_after,
 )
 from envs.delayed_fetch_reach import DelayedFetchReachEnv
 
@@ -375,7 +376,7 @@ class SimRobot:
     def _next_seq(self) -> int:
         if self.faults.seq_jump:
             self._seq, self.faults.seq_jump = self._seq + self.faults.seq_jump, 0
-        self._seq = self._seq % (2**32 - 1) + 1
+        self._seq = seq_after(self._seq)
         return self._seq
 
     def _now(self) -> float:

@@ -20,11 +20,10 @@ from collections.abc import Callable
 
 from deploy.contract import ObservationContract
 from deploy.runtime.state_frames import malformed_state
-from deploy.wire import DEFAULT_BAUDRATE, Link, LinkError, Message, StateMsg
+from deploy.wire import DEFAULT_BAUDRATE, Link, LinkError, Message, StateMsg, seq_after
 
 logger = logging.getLogger(__name__)
 
-SEQ_LIMIT = 2**32 - 1  # sequence numbers run 1..SEQ_LIMIT and wrap (the wire's seq field is uint32, 0 unused)
 AFTER_LOSS_MEMORY = 16  # numbers of recent robot messages that came after a loss (a tick looks at the newest few)
 
 
@@ -86,8 +85,8 @@ class RobotLink:
             self.link.close()
 
     def next_seq(self) -> int:
-        """The next message sequence number (1..SEQ_LIMIT, wrapping)."""
-        self._seq = self._seq % SEQ_LIMIT + 1
+        """The next message sequence number (1..SEQ_MAX, wrapping to 1: ``deploy.wire.seq_after``)."""
+        self._seq = seq_after(self._seq)
         return self._seq
 
     def send(self, msg: Message) -> None:
@@ -127,7 +126,7 @@ class RobotLink:
 
     def _note_seq(self, seq: int) -> None:
         last = self._last_robot_seq
-        if last is not None and seq != last % SEQ_LIMIT + 1:
+        if last is not None and seq != seq_after(last):
             self.counts["robot_frame_gaps"] += 1
             self._after_loss.append(seq)
         self._last_robot_seq = seq

@@ -8,6 +8,7 @@ from deploy.wire.link import DEFAULT_BAUDRATE, FdTransport, Link, LinkError, Ser
 from deploy.wire.messages import (
     HOLD_SEQ,
     PROTOCOL_VERSION,
+    SEQ_MAX,
     AckMsg,
     CommandMsg,
     ErrorCode,
@@ -20,6 +21,7 @@ from deploy.wire.messages import (
     MsgType,
     StateFlags,
     StateMsg,
+    seq_after,
     seq_newer,
 )
 
@@ -28,6 +30,7 @@ __all__ = [
     "ERROR_KINDS",
     "HOLD_SEQ",
     "PROTOCOL_VERSION",
+    "SEQ_MAX",
     "AckMsg",
     "CommandMsg",
     "EStopMsg",
@@ -49,5 +52,6 @@ __all__ = [
     "decode_body",
     "encode",
     "encode_body",
+    "seq_after",
     "seq_newer",
 ]

@@ -1,7 +1,7 @@
 """Wire messages between the robot runtime and the robot (or the simulated robot).
 
 numpy + stdlib only: both the runtime (on the robot computer) and the sim side import this module.
-Every message carries a sequence number (``seq``, unsigned 32 bit, wraps) and the sender's timestamp
+Every message carries a sequence number (``seq``, unsigned 32 bit, 1..SEQ_MAX, wraps to 1) and the sender's timestamp
 (``t_s``, seconds on the sender's monotonic clock). The byte layout is in ``codec.py`` and PROTOCOL.md.
 """
 
@@ -15,6 +15,7 @@ import numpy as np
 
 PROTOCOL_VERSION = 1
 SEQ_MODULUS = 2**32
+SEQ_MAX = SEQ_MODULUS - 1  # senders number messages 1..SEQ_MAX; 0 is no message's number (it is HOLD_SEQ in pending)
 MAX_VECTOR_LEN = 255  # float64 values in one state or command (length is sent as one byte)
 MAX_TEXT_BYTES = 255  # UTF-8 bytes of an error / ack text (length is sent as one byte)
 MAX_U16 = 2**16 - 1
@@ -63,6 +64,13 @@ class ErrorCode(IntEnum):
     BAD_COMMAND = 1  # wrong length or non-finite values: the command was replaced by the hold command
     ESTOPPED = 2  # the command was ignored because an e-stop is active
     UNSUPPORTED = 3  # a message the receiver does not handle
+
+
+def seq_after(seq: int) -> int:
+    """The number a sender gives the message after ``seq``: +1, wrapping SEQ_MAX -> 1 (0 is skipped: a
+    command numbered 0 could not be told from a robot-inserted hold, ``HOLD_SEQ``, in a state's pending list).
+    ``seq_after(0)`` is 1, a sender's first number."""
+    return seq % SEQ_MAX + 1
 
 
 def seq_newer(a: int, b: int) -> bool:

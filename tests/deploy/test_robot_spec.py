@@ -182,3 +182,64 @@ def test_unknown_keys_are_refused(section: str | None, key: str) -> None:
     name = key if section is None else f"{section}.{key}"
     with pytest.raises(RobotSpecError, match=f"unknown key '{name}'; allowed keys: "):
         robot_spec_from_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("delay", "period_s", "match"),
+    [
+        # 2 steps x 40 ms = 80 ms; 400 ms would be 10 steps: the two facts say different delays
+        ({"ms": 400.0}, 0.04, r"'action_delay.ms' = 400 contradicts 'action_delay.steps' = 2 at 'control_period_s'"),
+        (
+            {"ms": 101.0},
+            0.04,
+            r"2 steps are 80 ms, and ms must lie within half a control period of that \(60..100 ms\)",
+        ),
+        ({"ms": 59.0}, 0.04, r"set ms to steps x control_period_s x 1000"),
+        ({"ms": 80.0}, 0.02, r"2 steps are 40 ms"),  # the period changed, the delay in ms did not
+        ({"steps": 0, "ms": 80.0, "range": [0, 2]}, 0.04, r"\(ms / 1000 / control_period_s = 2.00\)"),
+    ],
+)
+def test_a_delay_in_ms_that_contradicts_the_steps_is_refused(
+    delay: dict[str, Any], period_s: float, match: str
+) -> None:
+    data = valid()
+    data["action_delay"].update(delay)
+    data["control_period_s"] = period_s
+    with pytest.raises(RobotSpecError, match=match):
+        robot_spec_from_dict(data)
+
+
+@pytest.mark.parametrize(("steps", "ms"), [(2, 80.0), (2, 60.0), (2, 100.0), (2, 85.3), (0, 0.0), (0, 20.0)])
+def test_a_delay_in_ms_within_half_a_period_of_the_steps_loads(steps: int, ms: float) -> None:
+    # 40 ms period: 2 steps cover 60..100 ms (a measured 85.3 ms rounds to 2 steps); 0 steps cover 0..20 ms
+    data = valid()
+    data["action_delay"].update(steps=steps, ms=ms, range=[0, 2])
+    spec = robot_spec_from_dict(data)
+    assert (spec.delay_steps, spec.delay_ms) == (steps, ms)
+
+
+def test_what_the_calibration_probe_writes_passes_the_delay_check(tmp_path: Path) -> None:
+    # calibration/probe.py writes delay_ms = steps x period x 1000, also for periods that are not exact in binary
+    for period_s in (0.04, 0.033, 0.01, 0.1):
+        for steps in range(9):
+            spec = replace(
+                load_robot_spec(),
+                control_period_s=period_s,
+                delay_steps=steps,
+                delay_ms=steps * period_s * 1000.0,
+                delay_range=(steps, steps),
+                plausible_speed_m_s=10.0,
+            )
+            assert load_robot_spec(save_robot_spec(spec, tmp_path / "probe.yaml")) == spec
+
+
+@pytest.mark.parametrize("date", ["not a date", "2026-13-01", "01.12.2026", "", 20261201, None, "2026-12-01 10:00"])
+def test_a_date_that_is_not_an_iso_date_is_refused(date: Any) -> None:
+    with pytest.raises(RobotSpecError, match=r"'date' = .* is not an ISO date: write the day .* as \"YYYY-MM-DD\""):
+        robot_spec_from_dict(edit(("date",), date))
+
+
+def test_an_unquoted_yaml_date_loads_as_the_same_iso_text(tmp_path: Path) -> None:
+    text = DEFAULT_SIM_SPEC.read_text().replace('date: "2026-12-01"', "date: 2026-12-01")
+    assert "date: 2026-12-01\n" in text
+    assert load_robot_spec(write(tmp_path, text)).date == "2026-12-01"

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from deploy.wire import (
+    SEQ_MAX,
     CommandMsg,
     ErrorCode,
     ErrorMsg,
@@ -20,6 +21,7 @@ from deploy.wire import (
     Link,
     StateFlags,
     StateMsg,
+    seq_after,
 )
 from envs.delayed_fetch_reach import DelayedFetchReachEnv
 from envs.sim_robot import SimRobot
@@ -39,7 +41,7 @@ class Client:
         self.inbox: list = []
 
     def send(self, cls, *args) -> int:
-        self.seq += 1
+        self.seq = seq_after(self.seq)  # as the runtime numbers: 1..SEQ_MAX, then 1 again
         self.link.send(cls(self.seq, time.monotonic(), *args))
         return self.seq
 
@@ -151,6 +153,18 @@ def test_fault_nan_and_frozen_sensor(lockstep):
         frozen.append(client.wait(StateMsg))
     assert all(f == good for f in frozen)  # same seq, same values, while the arm moves
     assert robot.steps == 5
+
+
+def test_sequence_numbers_wrap_past_the_uint32_limit_to_one_on_both_sides(lockstep):
+    """PROTOCOL.md: every sender numbers 1..2^32 - 1 and then 1 again; 0 is never a message's number (in pending
+    it is a hold the robot inserted)."""
+    robot, client = lockstep
+    first = client.state_after(HeartbeatMsg)
+    robot.faults.seq_jump = SEQ_MAX - 2 - first.seq  # the robot's next number is SEQ_MAX - 1
+    client.seq = SEQ_MAX - 1  # ours: the next command is SEQ_MAX, then 1
+    states = [client.state_after(CommandMsg, np.zeros(4)) for _ in range(4)]
+    assert [s.seq for s in states] == [SEQ_MAX - 1, SEQ_MAX, 1, 2]
+    assert [s.pending for s in states] == [(0, SEQ_MAX), (SEQ_MAX, 1), (1, 2), (2, 3)]
 
 
 def test_fault_link_cut_and_reply_delay(lockstep):

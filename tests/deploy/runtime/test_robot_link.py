@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from deploy.runtime.robot_link import SEQ_LIMIT, RobotLink
-from deploy.wire import HeartbeatMsg, Link, LinkError
+from deploy.runtime.robot_link import RobotLink
+from deploy.wire import SEQ_MAX, HeartbeatMsg, Link, LinkError
 
 
 class FlakyTransport:
@@ -42,8 +42,8 @@ class Clock:
 def test_sequence_numbers_start_at_one_and_wrap_past_the_uint32_limit():
     link = RobotLink("loop://", Counter(), reconnect_interval_s=1.0)
     assert [link.next_seq(), link.next_seq()] == [1, 2]
-    link._seq = SEQ_LIMIT - 1
-    assert [link.next_seq(), link.next_seq()] == [SEQ_LIMIT, 1]  # 0 is never used
+    link._seq = SEQ_MAX - 1
+    assert [link.next_seq(), link.next_seq()] == [SEQ_MAX, 1]  # 0 is never used
 
 
 def test_a_failing_given_link_is_counted_not_raised_then_retried():
@@ -125,11 +125,11 @@ def test_a_message_whose_number_skips_one_is_marked_as_after_a_loss():
     counts: Counter[str] = Counter()
     link = RobotLink(Link.from_transport(transport, "queue"), counts, reconnect_interval_s=1.0)
     sender = Link.from_transport(transport, "queue")
-    for seq in (1, 2, 3, 5, 6, SEQ_LIMIT, 1):
+    for seq in (1, 2, 3, 5, 6, SEQ_MAX, 1):
         sender.send(HeartbeatMsg(seq, 0.0))
-    assert [m.seq for m in link.poll(0.0)] == [1, 2, 3, 5, 6, SEQ_LIMIT, 1]
-    assert [seq for seq in (1, 2, 3, 5, 6, SEQ_LIMIT) if link.arrived_after_loss(seq)] == [5, SEQ_LIMIT]
-    assert not link.arrived_after_loss(1)  # the number wrapped: SEQ_LIMIT then 1 is no loss
+    assert [m.seq for m in link.poll(0.0)] == [1, 2, 3, 5, 6, SEQ_MAX, 1]
+    assert [seq for seq in (1, 2, 3, 5, 6, SEQ_MAX) if link.arrived_after_loss(seq)] == [5, SEQ_MAX]
+    assert not link.arrived_after_loss(1)  # the number wrapped: SEQ_MAX then 1 is no loss
     assert counts["robot_frame_gaps"] == 2
 
 
@@ -144,3 +144,30 @@ def test_a_named_port_opens_and_reopens_at_the_given_baud_rate():
     link.reconnect_if_due()
     assert link.ok and link.link.transport.port.baudrate == 115_200
     link.close()
+
+
+def test_a_robot_that_wraps_as_the_protocol_says_costs_no_gap_and_no_round_trip_sample():
+    """PROTOCOL.md: after 2^32 - 1 comes 1 (0 is never a message's number), the same rule as our own numbering."""
+    transport = QueueTransport()
+    counts: Counter[str] = Counter()
+    link = RobotLink(Link.from_transport(transport, "queue"), counts, reconnect_interval_s=1.0)
+    sender = Link.from_transport(transport, "queue")
+    robot_seqs = [SEQ_MAX - 2, SEQ_MAX - 1, SEQ_MAX, 1, 2, 3]
+    for seq in robot_seqs:
+        sender.send(HeartbeatMsg(seq, 0.0))
+    assert [m.seq for m in link.poll(0.0)] == robot_seqs
+    assert counts["robot_frame_gaps"] == 0
+    assert not any(link.arrived_after_loss(seq) for seq in robot_seqs)
+    link._seq = SEQ_MAX - 3  # ours follows the same rule (the last number it used)
+    assert [link.next_seq() for _ in robot_seqs] == robot_seqs
+
+
+def test_a_robot_that_wraps_through_zero_is_off_protocol_and_counted():
+    transport = QueueTransport()
+    counts: Counter[str] = Counter()
+    link = RobotLink(Link.from_transport(transport, "queue"), counts, reconnect_interval_s=1.0)
+    sender = Link.from_transport(transport, "queue")
+    for seq in (SEQ_MAX - 1, SEQ_MAX, 0, 1):
+        sender.send(HeartbeatMsg(seq, 0.0))
+    link.poll(0.0)
+    assert counts["robot_frame_gaps"] == 1 and link.arrived_after_loss(0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +15,9 @@ from hypothesis.extra import numpy as hnp
 from deploy.wire import codec
 from deploy.wire.codec import FrameDecoder, decode_body, encode, encode_body
 from deploy.wire.messages import (
+    HOLD_SEQ,
     MESSAGE_CLASSES,
+    SEQ_MAX,
     AckMsg,
     CommandMsg,
     ErrorMsg,
@@ -22,6 +25,7 @@ from deploy.wire.messages import (
     HeartbeatMsg,
     HomeMsg,
     StateMsg,
+    seq_after,
     seq_newer,
 )
 
@@ -152,6 +156,21 @@ def test_seq_newer_wraps():
     assert seq_newer(1, 0)
     assert not seq_newer(0, 0)
     assert not seq_newer(0, 1)
-    assert seq_newer(0, 2**32 - 1)  # 0 follows the last value
+    assert seq_newer(0, 2**32 - 1)  # the ring comparison knows no reserved value (no sender uses 0: seq_after)
+    assert seq_newer(1, 2**32 - 1)  # what does follow the last value
     assert seq_newer(5, 2**32 - 3)
     assert not seq_newer(2**31 + 5, 5)  # half the ring away is not newer
+
+
+def test_sequence_numbers_run_from_one_and_wrap_past_the_uint32_limit_to_one():
+    # 0 is never a message's number: in a state's pending list it is HOLD_SEQ, a hold the robot inserted
+    assert (HOLD_SEQ, SEQ_MAX) == (0, 2**32 - 1)
+    assert [seq_after(0), seq_after(1), seq_after(SEQ_MAX - 1), seq_after(SEQ_MAX)] == [1, 2, SEQ_MAX, 1]
+    assert seq_newer(seq_after(SEQ_MAX), SEQ_MAX)
+
+
+def test_the_protocol_document_states_the_numbering_the_code_uses():
+    text = (Path(codec.__file__).parent / "PROTOCOL.md").read_text()
+    assert "after 2^32 - 1\n    comes 1 again" in text and "0 is never a message's number" in text
+    assert "`deploy.wire.seq_after`" in text
+    assert "wraps at 2^32" not in text  # the old wording said 2^32 - 1 -> 0
