@@ -25,7 +25,11 @@ def test_default_is_the_shipped_sim_calibration() -> None:
 
 def test_delay_and_noise_come_from_the_file(tmp_path: Path) -> None:
     path = edited_spec(
-        tmp_path, action_delay__steps=3, action_delay__range=[3, 3], observation_noise_std_m=[0.01, 0.0, 0.002]
+        tmp_path,
+        action_delay__steps=3,
+        action_delay__ms=120.0,
+        action_delay__range=[3, 3],
+        observation_noise_std_m=[0.01, 0.0, 0.002],
     )
     env = gym.make("DelayedFetchReach-v0", spec=str(path)).unwrapped
     assert env.delay_range == (3, 3)
@@ -44,7 +48,7 @@ def test_the_files_delay_range_is_randomized_over(tmp_path: Path) -> None:
 
 
 def test_explicit_arguments_override_the_file(tmp_path: Path) -> None:
-    path = edited_spec(tmp_path, action_delay__steps=3, action_delay__range=[1, 3])
+    path = edited_spec(tmp_path, action_delay__steps=3, action_delay__ms=120.0, action_delay__range=[1, 3])
     assert DelayedFetchReachEnv(spec=path, delay=0).delay_range == (0, 0)
     assert DelayedFetchReachEnv(spec=path, delay_range=(2, 4)).delay_range == (2, 4)
     env = DelayedFetchReachEnv(spec=path, obs_noise_std_m=0.005)
@@ -65,7 +69,9 @@ def test_malformed_calibration_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_a_spec_at_another_control_period_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="runs at 0.02 s per control step, the simulated Fetch arm at 0.04 s"):
-        DelayedFetchReachEnv(spec=edited_spec(tmp_path, control_period_s=0.02, plausible_speed_m_s=5.0))
+        DelayedFetchReachEnv(
+            spec=edited_spec(tmp_path, control_period_s=0.02, action_delay__ms=40.0, plausible_speed_m_s=5.0)
+        )
 
 
 @pytest.mark.parametrize(
