@@ -10,6 +10,13 @@ commands it sent, the loop rebuilds
   safety filter's workspace barrier adds to the current position.
 
 A robot that does not report its line (empty ``pending``) falls back to the commands the loop sent.
+
+An entry of the line is one of three kinds: a hold (``HOLD_SEQ``), a command in the table of sent commands, or
+neither. Of the last, one older than the oldest command remembered may be a command sent long ago and forgotten, or
+one a robot kept from before this loop's first command (``unknown_pending``: a hold in the history, the largest
+move in the barrier); one as new as a remembered command or newer was never sent as a command by this loop
+(``unsent``): the robot's numbering is wrong, and the loop treats the state as implausible (it never plans with it).
+``acked_seq`` only ever moves to a command that was sent.
 numpy only (robot side).
 """
 
@@ -80,6 +87,16 @@ class CommandLine:
         self._timed_seq = newest
         return t_in - self._sent[newest].t_s
 
+    def unsent(self, pending: tuple[int, ...]) -> int:
+        """How many entries of a reported delay line name a command this loop never sent: not a hold, not in the
+        table of sent commands, and not older than its oldest entry (so not one sent and forgotten, nor one the
+        robot kept from before this loop's first command). Zero before the first command."""
+        sent_table = self._sent
+        oldest = next(iter(sent_table), None)
+        if oldest is None:
+            return 0
+        return sum(1 for seq in pending if seq != HOLD_SEQ and seq not in sent_table and not seq_newer(oldest, seq))
+
     @property
     def last_sent_seq(self) -> int | None:
         """Sequence number of the newest command sent (None before the first)."""
@@ -99,8 +116,10 @@ class CommandLine:
         """Set the history from the robot's reported delay line (sequence numbers, oldest first).
 
         A line longer than the policy's history (the robot's delay grew since training) is accepted; a shorter
-        one must have been refused at decode (``deploy.runtime.frames``): the policy would expect commands in its
-        history that the robot has already applied.
+        one must have been refused at decode (``deploy.runtime.state_frames``): the policy would expect commands in
+        its history that the robot has already applied. A line naming a command never sent (``unsent``) must have
+        been refused by the loop's check; an entry not remembered (``unknown_pending``) becomes a hold, and
+        ``acked_seq`` only moves to a command that was sent.
         """
         if not pending:
             return  # the robot does not report its line: keep the history of what was sent
@@ -113,10 +132,13 @@ class CommandLine:
         rows = np.empty((len(pending), self.contract.action_dim))
         for i, seq in enumerate(pending):
             sent = self._sent.get(seq) if seq != HOLD_SEQ else None
-            if seq != HOLD_SEQ and sent is None:
-                self.counts["unknown_pending"] += 1
-            rows[i] = self._hold if sent is None else sent.command
-            if seq != HOLD_SEQ and seq_newer(seq, self.acked_seq):
+            if sent is None:
+                if seq != HOLD_SEQ:
+                    self.counts["unknown_pending"] += 1
+                rows[i] = self._hold
+                continue
+            rows[i] = sent.command
+            if seq_newer(seq, self.acked_seq):
                 self.acked_seq = seq
         if len(pending) > history_len:
             self.counts["line_longer_than_history"] += 1

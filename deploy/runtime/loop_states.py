@@ -4,13 +4,19 @@ numpy only (robot side). ``loop.py`` paces the ticks and owns the link (receive,
 mixin decides, for each fresh state (or a period without one), what to command given the loop's mode
 (``state_machine.LoopState``):
 
-    any mode   robot e-stop flag -> SAFE_STOP; the state is checked first (``state_check.StateChecker``); a state
-               with a value that is NaN/inf once cast to float32 (what the policy takes) is invalid, never checked
-    SAFE_STOP  repeat the e-stop until the robot acknowledges it; then, on an accepted state, WAIT_FRESH -> HOLD
-    WAIT_FRESH an accepted state -> HOLD
+    any mode   robot e-stop flag -> SAFE_STOP; the state is checked first: its delay line must name only holds and
+               commands this loop sent (``CommandLine.unsent``, else ``implausible_unsent_pending``), then
+               ``state_check.StateChecker``; a state with a value that is NaN/inf once cast to float32 (what the
+               policy takes) is invalid, never checked
+    SAFE_STOP  repeat the e-stop until the robot acknowledges it; then, on an accepted state, WAIT_FRESH -> HOLD;
+               no valid state (silence, malformed, implausible or non-finite states) for ``recover_timeout_s``
+               since the stop or the last valid state -> DONE (the run ends)
+    WAIT_FRESH an accepted state -> HOLD; none within ``startup_timeout_s`` of connecting -> TimeoutError naming
+               what was received and why it was rejected (a state length that is not the contract's: wrong package)
     HOLD       hold; ``hold_ticks`` accepted states in a row -> HOMING (the next episode)
-    HOMING     the accepted HOMED state -> RUN; no answer after ``home_retry_ticks()`` -> resend HOME,
-               ``max_home_retries`` resent in a row without an answer -> SAFE_STOP
+    HOMING     the accepted HOMED state without ESTOP_ACTIVE -> RUN (a HOMED state with the e-stop latched does not
+               complete homing: counted, waited on like no answer); no answer after ``home_retry_ticks()`` -> resend
+               HOME, ``max_home_retries`` resent in a row without an answer -> SAFE_STOP
     RUN        policy -> safety filter -> command; a full episode -> the next one; the robot reports its e-stop
                active (it latched a stop and executes no command) -> SAFE_STOP, the episode aborted
     (HOLD, HOMING, RUN) an implausible, non-finite or malformed state -> hold and count; ``max_implausible_states`` in
@@ -37,7 +43,8 @@ from deploy.runtime.safety import (
     filter_action,
     hold_result,
 )
-from deploy.runtime.state_check import Verdict
+from deploy.runtime.state_check import UNSENT_PENDING, Verdict
+from deploy.runtime.state_frames import STATE_LENGTH
 from deploy.runtime.state_machine import LoopState
 from deploy.runtime.ticklog import TickRecord
 from deploy.wire import HOLD_SEQ, EStopMsg, EStopReason, HomeMsg, StateFlags, StateMsg
@@ -57,6 +64,10 @@ CHECKED_MODES = (LoopState.HOLD, LoopState.HOMING, LoopState.RUN)  # modes where
 MALFORMED_STATE = "malformed_state"  # reason of a tick whose states were all dropped at decode (state_frames.py)
 NON_FINITE_OBSERVATION = "non_finite_observation"  # reason of a tick whose float32 observation held NaN/inf
 ESTOP_ACTIVE_IN_RUN = "robot_estop_active_in_run"  # count: the robot reported its e-stop latched while in RUN
+HOMED_WITH_ESTOP = "homed_with_estop_active"  # count: a HOMED state with the e-stop latched (homing not complete)
+NON_FINITE = "non_finite"  # verdict kind of a state with a NaN/inf value (as float32); counted as ``nan_states``
+NAN_STATES = "nan_states"
+INVALID_STATE_PREFIXES = ("malformed_", "implausible_")  # counters of states received and rejected
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # the policy takes float32: a larger magnitude becomes inf
 
 
@@ -67,8 +78,8 @@ class StateHandling:
     def _on_state(self: Controller, t_in: float, msg: StateMsg) -> TickRecord | None:
         finite = bool((np.abs(msg.state) <= FLOAT32_MAX).all())  # finite as float32 (a NaN compares False)
         if not finite:
-            self.counts["nan_states"] += 1
-        verdict = self._check(msg, t_in) if finite else Verdict(False, "non_finite")
+            self.counts[NAN_STATES] += 1
+        verdict = self._check(msg, t_in) if finite else Verdict(False, NON_FINITE)
         if msg.flags & ESTOP_ACTIVE:
             self._stop_acked = True
         state = self.sm.state
@@ -98,16 +109,24 @@ class StateHandling:
         if state is LoopState.HOLD:
             return self._hold_tick(msg, verdict)
         if state is LoopState.HOMING:
-            if verdict.accepted and msg.flags & HOMED:
+            if msg.flags & HOMED and not msg.flags & ESTOP_ACTIVE:
                 self._round_trips.append(t_in - self._home_sent_t)
                 self._enter(LoopState.RUN, f"episode {self.episodes.current.index} starts")  # type: ignore[union-attr]
                 return self._policy_tick(t_in, msg, verdict)
+            if msg.flags & HOMED:  # homed, but its e-stop is latched: it would execute no command of the episode
+                self.counts[HOMED_WITH_ESTOP] += 1
+                logger.warning("tick %d: the robot reports HOMED with its e-stop active; not starting", self.tick)
             self._homing_retry()
             return None
         return self._policy_tick(t_in, msg, verdict)
 
     def _check(self: Controller, msg: StateMsg, t_in: float) -> Verdict:
-        """Run the state checker; an accepted state becomes the anchor and refreshes the watchdog."""
+        """Check the delay line against the commands sent, then run the state checker; an accepted state becomes
+        the anchor and refreshes the watchdog. A line naming a command never sent is implausible: the robot's
+        numbering is wrong, so its history and the commands in flight cannot be known (the checker never sees it)."""
+        if self.line.unsent(msg.pending):
+            self.counts[f"implausible_{UNSENT_PENDING}"] += 1
+            return Verdict(False, UNSENT_PENDING)
         old_pending = self._anchor.pending if self._anchor is not None else ()
         applied = self.line.applied_length(old_pending, msg.pending, self._anchor_sent_seq)
         homed = bool(msg.flags & HOMED)
@@ -137,7 +156,10 @@ class StateHandling:
         self.stats.on_robot_state(msg.seq, msg.t_s, restarted=bool(msg.flags & HOMED))
 
     def _safe_stop_tick(self: Controller, msg: StateMsg, verdict: Verdict) -> None:
-        """SAFE_STOP: repeat the e-stop until acknowledged; recover once acknowledged and the robot answers again."""
+        """SAFE_STOP: repeat the e-stop until acknowledged; recover once acknowledged and the robot answers again.
+        An invalid state is no sign of life: the run ends once no valid state came for ``recover_timeout_s``."""
+        if not verdict.accepted and self._recover_timed_out(f"its states were invalid (last: {verdict.kind})"):
+            return None
         if not self._stop_acked:
             self._send(EStopMsg(self._next_seq(), self._clock(), EStopReason.WATCHDOG))
             self.counts["estop_repeats"] += 1
@@ -291,8 +313,10 @@ class StateHandling:
         if state is LoopState.WAIT_FRESH:
             self._check_startup_timeout(now)
         if state is LoopState.SAFE_STOP:
-            if now - self._mode_since > self.config.recover_timeout_s:
-                self._finish(f"the robot stayed silent for {self.config.recover_timeout_s} s after a safe stop")
+            why = "it stayed silent"
+            if rejected:
+                why = f"it sent only malformed states ({', '.join(sorted(set(rejected)))})"
+            if self._recover_timed_out(why):
                 return None
             if not self._stop_acked:  # repeat the stop every period until the robot acknowledges it
                 self._send(EStopMsg(self._next_seq(), self._clock(), EStopReason.WATCHDOG))
@@ -304,13 +328,46 @@ class StateHandling:
         self._heartbeat()
         return None
 
+    def _recover_timed_out(self: Controller, why: str) -> bool:
+        """SAFE_STOP: whether no valid state has come for ``recover_timeout_s`` seconds since the stop (or the
+        last valid state after it); if so the run ends, saying ``why``."""
+        quiet_s = self._clock() - max(self._mode_since, self._last_valid_t)
+        if quiet_s <= self.config.recover_timeout_s:
+            return False
+        self._finish(f"no valid state from the robot for {self.config.recover_timeout_s} s after a safe stop: {why}")
+        return True
+
     def _check_startup_timeout(self: Controller, now: float) -> None:
-        """WAIT_FRESH with no valid state yet since connecting: raise once ``startup_timeout_s`` has passed."""
+        """WAIT_FRESH with no valid state yet since connecting: raise once ``startup_timeout_s`` has passed, naming
+        what was received and why it was rejected."""
         if self._anchor is None and now - self._mode_since > self.config.startup_timeout_s:
             raise TimeoutError(
                 f"no valid state from the robot on {self.robot_link.name} within "
-                f"{self.config.startup_timeout_s} s of connecting; is the robot running and the port right?"
+                f"{self.config.startup_timeout_s} s of connecting; {self._startup_failure()}"
             )
+
+    def _startup_failure(self: Controller) -> str:
+        """What came from the robot before the startup timeout and why none of it was a valid state."""
+        rejected = {k: v for k, v in sorted(self.counts.items()) if k.startswith(INVALID_STATE_PREFIXES)}
+        if self.counts[NAN_STATES]:
+            rejected[NAN_STATES] = self.counts[NAN_STATES]
+        undecoded = {k: v for k, v in sorted(self.robot_link.decoder_errors().items()) if v}
+        if not rejected and not undecoded:
+            return "nothing came back: is the robot running and the port right?"
+        parts = []
+        if rejected:
+            listed = ", ".join(f"{k} {v}" for k, v in rejected.items())
+            parts.append(f"{sum(rejected.values())} states were received and rejected ({listed})")
+        if undecoded:
+            listed = ", ".join(f"{k} {v}" for k, v in undecoded.items())
+            parts.append(f"frames failed to decode ({listed}): a wrong baud rate or another protocol?")
+        if self.counts[f"malformed_{STATE_LENGTH}"]:
+            fields = ", ".join(f"{name}[{size}]" for name, size in self.contract.state_fields)
+            parts.append(
+                f"the robot's states do not have the {self.contract.state_dim} values the contract expects "
+                f"({fields}): wrong package for this robot; use a package trained for it"
+            )
+        return "; ".join(parts)
 
     # Episodes ---------------------------------------------------------------------------------------------------
     def _start_episode(self: Controller) -> None:
@@ -337,15 +394,20 @@ class StateHandling:
         return max(self.config.home_retry_ticks, math.ceil(HOME_RETRY_ROUND_TRIPS * slowest / self.period_s))
 
     def _homing_retry(self: Controller) -> None:
-        """No HOMED state yet: wait, resend the HOME, or stop once ``max_home_retries`` resent HOMEs went unanswered."""
+        """No HOMED state yet (or one with the e-stop active): wait, resend the HOME, or stop once
+        ``max_home_retries`` resent HOMEs went unanswered."""
         if self.tick - self._home_tick < self.home_retry_ticks():
             self._heartbeat()
             return
         if self._home_retries_run >= self.config.max_home_retries:
             self.counts["homing_failures"] += 1
+            latched = self.counts[HOMED_WITH_ESTOP]
+            hint = ""
+            if latched:
+                hint = f" and that a HOME releases its e-stop ({latched} HOMED states came with it active)"
             self._safe_stop(
                 f"the robot never reported HOMED: {self._home_retries_run + 1} HOMEs for episode "
-                f"{self.episodes.current.index} went unanswered; check the robot's homing"  # type: ignore[union-attr]
+                f"{self.episodes.current.index} went unanswered; check the robot's homing{hint}"  # type: ignore[union-attr]
             )
             return
         self._home_retries_run += 1

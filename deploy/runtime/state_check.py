@@ -27,6 +27,9 @@ used to plan (the loop holds and counts it). The checks, against the last accept
   the length of the motion is bounded by the length of the commands. Margins include ``NOISE_SIGMAS`` standard
   deviations of the spec's noise.
 
+The delay line is checked by the loop before a state reaches this checker (``CommandLine.unsent``): a line naming a
+command the loop never sent is implausible too (``unsent_pending``); the checker never sees that state.
+
 Homing: after a HOME is sent the robot moves (or, simulated, jumps) to its home pose by itself, so until its HOMED
 state is accepted the motion checks are off (envelope, time and sequence still apply). The HOMED state itself may be
 lost on the link: the states behind it show the arm at home without the flag. Those are accepted, never planned
@@ -73,6 +76,8 @@ TOO_FAST = "too_fast"
 UNEXPLAINED_MOTION = "unexplained_motion"
 EXCEEDS_GAIN = "exceeds_gain"
 FIELD_OUT_OF_RANGE = "field_out_of_range"
+# The delay line names a command the loop never sent (checked by the loop before this checker: CommandLine.unsent)
+UNSENT_PENDING = "unsent_pending"
 IMPLAUSIBLE_KINDS = (
     TIME_BACKWARDS,
     TIME_AHEAD,
@@ -83,6 +88,7 @@ IMPLAUSIBLE_KINDS = (
     UNEXPLAINED_MOTION,
     EXCEEDS_GAIN,
     FIELD_OUT_OF_RANGE,
+    UNSENT_PENDING,
 )
 RESTART_KINDS = frozenset({TIME_BACKWARDS, TIME_AHEAD, SEQ_GAP, SEQ_BACKWARDS})  # breaks a robot restart explains
 NEVER_ANCHOR_KINDS = frozenset({OUTSIDE_ENVELOPE, FIELD_OUT_OF_RANGE})  # values no robot can report: no re-anchoring

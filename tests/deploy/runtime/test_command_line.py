@@ -54,3 +54,41 @@ def test_lengths_are_forgotten_with_their_commands() -> None:
     for seq in range(1, 500):
         line.sent(seq, np.array([1.0, 0.0, 0.0, 0.0]), robot_reports_line=True)
     assert len(line._sent) < 500
+
+
+NEVER_SENT_OFFSET = 1_000_000  # a robot numbering bug: every command it reports is this much off
+
+
+def test_a_line_naming_a_command_never_sent_is_told_from_a_forgotten_one() -> None:
+    """Sent: commands 10, 12 (11 was a heartbeat). Older than 10: sent and forgotten, or kept by the robot from
+    before this loop's first command; 11, 13 and 12 + offset: never sent as commands."""
+    line = line_with({10: [0.1, 0.0, 0.0, 0.0], 12: [0.2, 0.0, 0.0, 0.0]})
+    assert line.unsent((HOLD_SEQ, 10)) == 0
+    assert line.unsent((5, 12)) == 0  # older than anything remembered
+    assert line.unsent((11, 12)) == 1  # a heartbeat's number
+    assert line.unsent((12, 13)) == 1  # newer than any command sent
+    assert line.unsent((10 + NEVER_SENT_OFFSET, 12 + NEVER_SENT_OFFSET)) == 2
+    assert CommandLine(CONTRACT, delay_steps=2, counts=Counter()).unsent((7, 8)) == 0  # before the first command
+
+
+def test_a_line_across_the_sequence_wrap_names_only_commands_sent() -> None:
+    top = 2**32 - 1  # the last number before the wrap (0 is the hold)
+    line = line_with({top: [0.1, 0.0, 0.0, 0.0], 1: [0.2, 0.0, 0.0, 0.0]})
+    assert line.unsent((top, 1)) == 0
+    assert line.unsent((1, 2)) == 1
+
+
+def test_sync_never_moves_acked_seq_to_a_command_never_sent() -> None:
+    """Before: a line (11, 12 + offset) moved acked_seq to 12 + offset, so command 12, still in flight, dropped out
+    of the barrier's displacement. Now the unknown entry is a hold in the history and acked_seq stays at 11."""
+    counts: Counter[str] = Counter()
+    line = CommandLine(CONTRACT, delay_steps=2, counts=counts)
+    for seq in (10, 11, 12):
+        line.sent(seq, np.array([1.0, 0.0, 0.0, 0.0]), robot_reports_line=True)
+    line.sync((10, 11))
+    assert line.acked_seq == 11
+    line.sync((11, 12 + NEVER_SENT_OFFSET))
+    assert line.acked_seq == 11
+    assert counts["unknown_pending"] == 1
+    assert len(line.in_flight()) == 3  # the two reported (11 and a hold) and command 12, sent and not yet reported
+    assert line.displacement_m(3)[0] == pytest.approx(2.0 * CONTRACT.action_scale_m)

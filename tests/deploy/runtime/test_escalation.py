@@ -1,9 +1,10 @@
 """A failing policy leads to a safe stop within ``policy_fault_stop_s``; the e-stop repeats until the robot
 acknowledges it, at most once per period; a HOME is not resent before the measured round trip could have answered
-it; a robot that latched its e-stop in RUN is stopped, not commanded.
+it; a robot that latched its e-stop in RUN is stopped, not commanded, and a HOMED state with the e-stop active
+starts no episode; after a safe stop, invalid states count as silence for ``recover_timeout_s``.
 
-Lock-step simulated robot over a pty; the loop period is 10 ms. The shutdown pacing runs on a scripted link and the
-test's clock.
+Lock-step simulated robot over a pty; the loop period is 10 ms. The shutdown pacing, the invalid states after a stop
+and the latched e-stop at home run on a scripted link and the test's clock (``scripted_robot.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections import Counter
 import numpy as np
 import pytest
 from loop_fixtures import CONTRACT, DELAY, DelayAwareP, robot_spec, run_loop, seeded_goals
+from scripted_robot import ScriptedClock, ScriptedRobot
 
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
@@ -193,16 +195,6 @@ def test_a_robot_that_latches_its_e_stop_in_run_is_stopped_and_the_episode_abort
     assert not [r for r in run.records if stop.tick <= r.tick < resumed.tick and r.obs_flat.size]
 
 
-class ScriptedClock:
-    """The loop's clock in seconds; only the scripted link moves it."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 ANSWER_S = 1e-4  # seconds the scripted robot takes to answer a message
 
 
@@ -254,3 +246,59 @@ def test_the_shutdown_e_stop_goes_out_at_most_once_per_period(answer: str):
     periods = config.stop_ack_timeout_s / PERIOD_S  # 50
     assert periods <= link.sent["EStopMsg"] <= periods + 1
     assert report.counts["stop_not_acknowledged"] == 1
+
+
+@pytest.mark.parametrize("invalid", ["nan", "outside"])
+def test_only_invalid_states_after_a_safe_stop_end_the_run_after_recover_timeout_s(invalid: str):
+    """The robot's states turn invalid while the loop holds (NaN values, or a position 10 m off): the loop stops
+    safely after ``max_implausible_states``; the robot acknowledges the stop but sends nothing valid after it. An
+    invalid state is no sign of life: the run ends once no valid state came for ``recover_timeout_s`` (before: only
+    silence ran that clock, and the run went on to ``max_ticks``). Scripted robot, the test's clock."""
+    clock = ScriptedClock()
+    robot = ScriptedRobot(clock, CONTRACT)
+
+    def go_bad_in_hold(controller: Controller, record) -> None:
+        if controller.sm.state is LoopState.HOLD:
+            robot.invalid = invalid
+
+    recover_s = 0.2
+    config = LoopConfig(period_s=PERIOD_S, recover_timeout_s=recover_s, max_ticks=1000, freeze_gc=False)
+    goals = GoalSource([[1.3, 0.75, 0.6]])
+    controller = Controller(
+        robot, CONTRACT, DelayAwareP(), robot_spec(), goals, config, on_tick=go_bad_in_hold, clock=clock
+    )
+    report = controller.run()
+    stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
+    assert stop.source is LoopState.HOLD
+    assert robot.estop and report.counts.get("estop_repeats", 0) == 0  # acknowledged at once
+    end = report.transitions[-1]
+    assert end.target is LoopState.DONE and "no valid state" in end.reason and "invalid" in end.reason, end.reason
+    assert report.ticks < config.max_ticks  # ended by the timeout, not by the tick limit
+    # recover_timeout_s after the stop (20 periods), plus one period for rounding
+    assert abs((end.tick - stop.tick) - recover_s / PERIOD_S) <= 1
+
+
+def test_a_homed_state_with_the_e_stop_active_never_starts_the_episode():
+    """The robot's e-stop is latched and a HOME does not release it: it homes and answers HOMED with ESTOP_ACTIVE.
+    That does not complete homing (before: the loop entered RUN and asked the policy once before the e-stop check
+    stopped it). Each such answer is counted and waited on like no answer; after ``max_home_retries`` the loop stops
+    safely, naming the e-stop. Scripted robot, the test's clock."""
+    clock = ScriptedClock()
+    robot = ScriptedRobot(clock, CONTRACT)
+    robot.estop, robot.release_on_home = True, False
+    policy = DelayAwareP()
+    retries = 2
+    config = LoopConfig(
+        period_s=PERIOD_S, home_retry_ticks=3, max_home_retries=retries, recover=False, max_ticks=200, freeze_gc=False
+    )
+    goals = GoalSource([[1.3, 0.75, 0.6]])
+    controller = Controller(robot, CONTRACT, policy, robot_spec(), goals, config, clock=clock)
+    report = controller.run()
+    assert robot.received["HomeMsg"] == 1 + retries
+    assert not [t for t in report.transitions if t.target is LoopState.RUN]
+    assert policy.calls == 0
+    assert report.counts["homed_with_estop_active"] == 1 + retries
+    assert report.counts.get("robot_estop_active_in_run", 0) == 0
+    stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
+    assert stop.source is LoopState.HOMING and "releases its e-stop" in stop.reason
+    assert [e.aborted for e in report.episodes] == [True]

@@ -19,6 +19,7 @@ from loop_fixtures import (
     run_loop,
     seeded_goals,
 )
+from scripted_robot import ScriptedClock, ScriptedRobot
 
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
@@ -105,6 +106,38 @@ def test_startup_timeout_names_the_port():
     finally:
         os.close(master)
         os.close(slave)
+
+
+POINT_STATE_VALUES = 6  # a point_reach robot's state: what the wrong robot sends to this fetch_reach package
+
+
+@pytest.mark.parametrize(
+    ("fault", "named"),
+    [
+        ("state_length", ("malformed_state_length", "10 values the contract expects", "wrong package")),
+        ("nan", ("nan_states",)),
+        ("outside", ("implausible_outside_envelope",)),
+    ],
+)
+def test_startup_timeout_names_what_was_received_and_why_it_was_rejected(fault: str, named: tuple[str, ...]):
+    """A robot that answers every message with a state the loop rejects (a point_reach robot's 6 values for this
+    fetch_reach package, NaN values, a position 10 m off) is not silent: the timeout says what came and why it was
+    refused (before: "is the robot running and the port right?" whatever came). Scripted robot, the test's clock."""
+    clock = ScriptedClock()
+    robot = ScriptedRobot(clock, CONTRACT)
+    if fault == "state_length":
+        robot.state_length = POINT_STATE_VALUES
+    else:
+        robot.invalid = fault
+    config = LoopConfig(period_s=FAST_PERIOD_S, startup_timeout_s=0.05, freeze_gc=False)
+    goals = GoalSource([[1.3, 0.75, 0.6]])
+    controller = Controller(robot, CONTRACT, DelayAwareP(), robot_spec(), goals, config, clock=clock)
+    with pytest.raises(TimeoutError, match="states were received and rejected") as raised:
+        controller.run()
+    message = str(raised.value)
+    for text in named:
+        assert text in message, message
+    assert "is the robot running" not in message
 
 
 class SlowOnce:

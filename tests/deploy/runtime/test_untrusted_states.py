@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from loop_fixtures import DELAY, DelayAwareP, Push, robot_spec, run_loop, seeded_goals
+from loop_fixtures import CONTRACT, DELAY, DelayAwareP, Push, robot_spec, run_loop, seeded_goals
+from scripted_robot import ScriptedClock, ScriptedRobot
 
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
@@ -275,3 +276,47 @@ def test_a_goal_beyond_float32_never_reaches_the_policy_as_inf():
     stop = next(t for t in run.report.transitions if t.target is LoopState.SAFE_STOP)
     assert "not finite as float32" in stop.reason
     assert [e.aborted for e in run.report.episodes] == [True]
+
+
+RENUMBERED = 1_000_000  # a robot numbering bug: every command it reports in its delay line is this much off
+
+
+def test_a_delay_line_naming_commands_never_sent_is_implausible_and_never_planned_with():
+    """Mid-episode the robot starts reporting its delay line with numbers the loop never sent (CRC-valid frames,
+    true positions). Before, the loop planned with an all-hold history for the rest of the run and moved
+    ``acked_seq`` to numbers never sent (the barrier then forgot the commands really in flight). Now each such state
+    is implausible: held, counted, never given to the policy; ``max_implausible_states`` in a row stop the loop.
+    Scripted robot, the test's clock."""
+    clock = ScriptedClock()
+    robot = ScriptedRobot(clock, CONTRACT)
+    lied_at: list[int] = []
+
+    def renumber_in_run(controller: Controller, record) -> None:
+        if not lied_at and controller.sm.state is LoopState.RUN and controller.episodes.steps >= 3:
+            robot.pending_offset = RENUMBERED
+            lied_at.append(controller.tick)
+
+    records = []
+
+    def hook(controller: Controller, record) -> None:
+        if record is not None:
+            records.append(record)
+        renumber_in_run(controller, record)
+
+    config = LoopConfig(period_s=PERIOD_S, hold_ticks=3, recover=False, max_ticks=200, freeze_gc=False)
+    goals = GoalSource([[1.3, 0.75, 0.6]])
+    controller = Controller(robot, CONTRACT, DelayAwareP(), SPEC, goals, config, on_tick=hook, clock=clock)
+    report = controller.run()
+    assert lied_at
+    limit = config.max_implausible_states
+    stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
+    assert stop.source is LoopState.RUN and "implausible_unsent_pending" in stop.reason, stop.reason
+    assert stop.tick - lied_at[0] <= limit + 1
+    assert report.counts["implausible_unsent_pending"] == limit
+    assert report.interventions["implausible_unsent_pending"] == limit
+    held = [r for r in records if "implausible_unsent_pending" in r.reasons]
+    assert len(held) == limit and all(np.all(r.sent == 0.0) and not r.obs_flat.size for r in held)
+    # the policy never saw them (the state read in the tick of the lie, before it, is planned with at the next)
+    assert not [r for r in records if r.tick > lied_at[0] + 1 and r.obs_flat.size]
+    assert controller.line.acked_seq in robot.commands  # never a number that was not sent
+    assert report.counts.get("unknown_pending", 0) == 0

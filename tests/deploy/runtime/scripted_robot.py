@@ -1,0 +1,97 @@
+"""A scripted lock-step robot on the test's clock: a given ``Link`` stand-in for loop tests that must not wait on wall
+time.
+
+The arm never moves (it rests at ``POSE``). Every message the loop sends is answered at once (``ANSWER_S`` later on
+the test's clock) with one state; a poll with nothing to answer waits out its timeout on that clock, so a loop of a
+thousand ticks takes milliseconds. The robot reports its delay line (the last ``history_len`` commands it received,
+0 for holds), latches an e-stop when it receives one (its states then carry ESTOP_ACTIVE) and releases it on a HOME
+unless ``release_on_home`` is off. Knobs bend what it sends: ``state_length`` (values per state), ``invalid`` ("nan":
+NaN values; "outside": the position 10 m off), ``pending_offset`` (added to every command number it reports).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+
+import numpy as np
+
+from deploy.contract import ObservationContract
+from deploy.wire import HOLD_SEQ, CommandMsg, EStopMsg, HomeMsg, Message, StateFlags, StateMsg
+from deploy.wire.messages import SEQ_MODULUS
+
+ANSWER_S = 1e-4  # seconds the scripted robot takes to answer a message
+POSE = (1.3, 0.75, 0.6)  # metres: the gripper's resting position, inside the sim robot's workspace
+OUTSIDE_M = 10.0  # metres added to x by invalid="outside": beyond any reachable envelope
+
+
+class ScriptedClock:
+    """The loop's clock in seconds; only the scripted robot moves it."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class ScriptedRobot:
+    """See the module docstring.
+
+    :param clock: the test's clock (the robot stamps its states with it).
+    :param contract: the contract whose state the robot sends (position first).
+    """
+
+    name = "scripted-robot"
+
+    def __init__(self, clock: ScriptedClock, contract: ObservationContract) -> None:
+        self.clock, self.contract = clock, contract
+        self.decoder = type("Decoder", (), {"errors": Counter()})()
+        self.received: Counter[str] = Counter()
+        self.commands: list[int] = []  # sequence numbers of the commands received
+        self.state_length = contract.state_dim
+        self.invalid = ""
+        self.pending_offset = 0
+        self.release_on_home = True
+        self.estop = False
+        self._homed = False
+        self._line: deque[int] = deque([HOLD_SEQ] * contract.history_len, maxlen=contract.history_len)
+        self._unanswered = 0
+        self._seq = 0
+
+    def send(self, msg: Message) -> int:
+        self.received[type(msg).__name__] += 1
+        if isinstance(msg, CommandMsg):
+            self.commands.append(msg.seq)
+            self._line.append(HOLD_SEQ if self.estop else msg.seq)
+        elif isinstance(msg, EStopMsg):
+            self.estop = True
+        elif isinstance(msg, HomeMsg):
+            self.estop = self.estop and not self.release_on_home
+            self._homed = True
+            self._line.extend([HOLD_SEQ] * len(self._line))
+        self._unanswered += 1
+        return 0
+
+    def poll(self, timeout_s: float) -> list[Message]:
+        if not self._unanswered:
+            self.clock.t += max(0.0, timeout_s)
+            return []
+        self._unanswered -= 1
+        self.clock.t += ANSWER_S
+        return [self._state()]
+
+    def _state(self) -> StateMsg:
+        state = np.zeros(self.state_length)
+        state[: len(POSE)] = POSE
+        if self.invalid == "nan":
+            state[:] = np.nan
+        elif self.invalid == "outside":
+            state[0] += OUTSIDE_M
+        flags = (StateFlags.ESTOP_ACTIVE if self.estop else 0) | (StateFlags.HOMED if self._homed else 0)
+        self._homed = False
+        line = tuple(s if s == HOLD_SEQ else (s + self.pending_offset) % SEQ_MODULUS for s in self._line)
+        self._seq += 1
+        return StateMsg(self._seq, self.clock.t, state, int(flags), line)
+
+    def close(self) -> None:
+        pass
