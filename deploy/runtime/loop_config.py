@@ -18,7 +18,8 @@ class LoopConfig:
     :param hold_ticks: fresh states in a row, answered with the hold, before the first episode and after recovery.
     :param startup_timeout_s: raise if no valid state arrives this long after connecting.
     :param recover: after a safe stop, resume when the robot answers again (False: end the run).
-    :param recover_timeout_s: end the run if the robot stays silent this long in safe stop.
+    :param recover_timeout_s: end the run if no valid state comes this long in safe stop (silence, or only malformed,
+        implausible or non-finite states), counted from the stop or the last valid state after it.
     :param home_retry_ticks: resend HomeMsg when its HOMED state has not come after this many ticks, or after
         ``HOME_RETRY_ROUND_TRIPS`` measured round trips if that is longer.
     :param max_home_retries: safe stop when this many resent HOMEs of one episode went unanswered in a row: the
