@@ -65,7 +65,7 @@ MALFORMED_STATE = "malformed_state"  # reason of a tick whose states were all dr
 NON_FINITE_OBSERVATION = "non_finite_observation"  # reason of a tick whose float32 observation held NaN/inf
 ESTOP_ACTIVE_IN_RUN = "robot_estop_active_in_run"  # count: the robot reported its e-stop latched while in RUN
 HOMED_WITH_ESTOP = "homed_with_estop_active"  # count: a HOMED state with the e-stop latched (homing not complete)
-NON_FINITE = "non_finite"  # verdict kind of a state with a NaN/inf value (as float32); counted as ``nan_states``
+NON_FINITE_STATE = "non_finite"  # verdict kind of a state with a NaN/inf value (as float32); counted as ``nan_states``
 NAN_STATES = "nan_states"
 INVALID_STATE_PREFIXES = ("malformed_", "implausible_")  # counters of states received and rejected
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # the policy takes float32: a larger magnitude becomes inf
@@ -79,7 +79,7 @@ class StateHandling:
         finite = bool((np.abs(msg.state) <= FLOAT32_MAX).all())  # finite as float32 (a NaN compares False)
         if not finite:
             self.counts[NAN_STATES] += 1
-        verdict = self._check(msg, t_in) if finite else Verdict(False, NON_FINITE)
+        verdict = self._check(msg, t_in) if finite else Verdict(False, NON_FINITE_STATE)
         if msg.flags & ESTOP_ACTIVE:
             self._stop_acked = True
         state = self.sm.state
