@@ -26,10 +26,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
-from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+
+from deploy.contract_dict import INTEGER_KEYS, NUMBER_KEYS, check_contract_dict, is_int, is_number
 
 OBS_KEYS = ("observation", "achieved_goal", "desired_goal")
 CONTRACT_FORMAT_VERSION = 1
@@ -64,12 +65,12 @@ class ObservationContract:
     position_slice: tuple[int, int] = (0, 3)
 
     def __post_init__(self) -> None:
-        for field in ("action_dim", "history_len", "goal_dim"):
-            if not _is_int(getattr(self, field)):
+        for field in INTEGER_KEYS:
+            if not is_int(getattr(self, field)):
                 raise ValueError(f"{field} must be an integer, got {getattr(self, field)!r}")
-        for field in ("action_scale_m", "action_low", "action_high", "control_period_s"):
+        for field in NUMBER_KEYS:
             value = getattr(self, field)
-            if not _is_number(value) or not math.isfinite(value):
+            if not is_number(value) or not math.isfinite(value):
                 raise ValueError(f"{field} must be a finite number, got {value!r}")
         if self.history_len < 0:
             raise ValueError(f"history_len must be >= 0 control steps, got {self.history_len}")
@@ -94,7 +95,7 @@ class ObservationContract:
         for entry in self.state_fields:
             if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str) and entry[0]):
                 raise ValueError(f"state field {entry!r} must be a (name, size) pair with a non-empty name")
-            if not _is_int(entry[1]) or entry[1] < 1:
+            if not is_int(entry[1]) or entry[1] < 1:
                 raise ValueError(f"state field {entry[0]!r} must have an integer size >= 1, got {entry[1]!r}")
             names.append(entry[0])
         if len(set(names)) != len(names):
@@ -103,7 +104,7 @@ class ObservationContract:
     def _check_position_slice(self) -> None:
         """``position_slice`` holds the ``goal_dim`` gripper coordinates (metres), inside one state field."""
         position = self.position_slice
-        if not (isinstance(position, tuple) and len(position) == 2 and all(_is_int(v) for v in position)):
+        if not (isinstance(position, tuple) and len(position) == 2 and all(is_int(v) for v in position)):
             raise ValueError(f"position_slice must be a (start, stop) pair of integers, got {position!r}")
         start, stop = position
         state_dim = self.state_dim
@@ -244,16 +245,9 @@ class ObservationContract:
         value of the wrong type (``"2"`` is not an integer, ``true`` is not a number) or dimensions that do not add
         up (``flat_dim``).
         """
-        if not isinstance(data, Mapping):
-            raise ValueError(f"the contract must be a JSON object, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(CONTRACT_KEYS))
-        if unknown:
-            raise ValueError(f"unknown contract key(s) {unknown}; a contract has the keys {list(CONTRACT_KEYS)}")
-        missing = [key for key in CONTRACT_KEYS if key not in data and key not in _OPTIONAL_CONTRACT_KEYS]
-        if missing:
-            raise ValueError(f"the contract is missing {missing}; re-export the policy")
+        check_contract_dict(data)  # keys and JSON types, before any value is read
         version = data["format_version"]
-        if version != CONTRACT_FORMAT_VERSION or not _is_int(version):
+        if version != CONTRACT_FORMAT_VERSION or not is_int(version):
             raise ValueError(
                 f"contract format_version {version!r} is not supported (this build reads "
                 f"{CONTRACT_FORMAT_VERSION}); re-export the policy with this version of robot-grpo"
@@ -264,25 +258,9 @@ class ObservationContract:
             )
         if "flat_layout" in data and list(data["flat_layout"]) != list(OBS_KEYS):
             raise ValueError(f"unsupported flat_layout {data['flat_layout']!r}; this build reads {list(OBS_KEYS)}")
-        if not isinstance(data["name"], str) or not data["name"]:
-            raise ValueError(f"contract name must be a non-empty string, got {data['name']!r}")
-        state_fields = data["state_fields"]
-        if not isinstance(state_fields, list) or not all(
-            isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) and _is_int(f[1]) for f in state_fields
-        ):
-            raise ValueError(f"contract state_fields must be a list of [name, size] pairs, got {state_fields!r}")
-        position = data["position_slice"]
-        if not (isinstance(position, list) and len(position) == 2 and all(_is_int(v) for v in position)):
-            raise ValueError(f"contract position_slice must be a [start, stop] pair of integers, got {position!r}")
-        for key in ("action_dim", "history_len", "goal_dim"):
-            if not _is_int(data[key]):
-                raise ValueError(f"contract {key} must be an integer, got {data[key]!r}")
-        for key in ("action_scale_m", "action_low", "action_high", "control_period_s"):
-            if not _is_number(data[key]):
-                raise ValueError(f"contract {key} must be a number, got {data[key]!r}")
         contract = cls(
             name=data["name"],
-            state_fields=tuple((str(n), int(s)) for n, s in state_fields),
+            state_fields=tuple((str(n), int(s)) for n, s in data["state_fields"]),
             action_dim=int(data["action_dim"]),
             history_len=int(data["history_len"]),
             goal_dim=int(data["goal_dim"]),
@@ -290,41 +268,11 @@ class ObservationContract:
             action_low=float(data["action_low"]),
             action_high=float(data["action_high"]),
             control_period_s=float(data["control_period_s"]),
-            position_slice=(int(position[0]), int(position[1])),
+            position_slice=(int(data["position_slice"][0]), int(data["position_slice"][1])),
         )
-        if "flat_dim" in data and (not _is_int(data["flat_dim"]) or data["flat_dim"] != contract.flat_dim):
+        if "flat_dim" in data and (not is_int(data["flat_dim"]) or data["flat_dim"] != contract.flat_dim):
             raise ValueError(f"contract flat_dim {data['flat_dim']!r} does not match its fields ({contract.flat_dim})")
         return contract
-
-
-#: Every key :meth:`ObservationContract.to_dict` writes, in its order.
-CONTRACT_KEYS = (
-    "format_version",
-    "name",
-    "state_fields",
-    "action_dim",
-    "history_len",
-    "history_order",
-    "goal_dim",
-    "action_scale_m",
-    "action_low",
-    "action_high",
-    "control_period_s",
-    "position_slice",
-    "flat_layout",
-    "flat_dim",
-)
-_OPTIONAL_CONTRACT_KEYS = ("history_order", "flat_layout", "flat_dim")  # derived or fixed: checked when present
-
-
-def _is_int(value: Any) -> bool:
-    """An integer that is not a bool (JSON ``true`` is not a dimension)."""
-    return isinstance(value, Integral) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    """A real number that is not a bool."""
-    return isinstance(value, Real) and not isinstance(value, bool)
 
 
 class ActionHistory:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.contract import MAX_DELAY_STEPS, ObservationContract
+from deploy.contract_dict import is_int
 from deploy.runtime.backends import INPUT_NAME, OUTPUT_NAME
 from deploy.runtime.compatibility import MATCH_TOLERANCE
 from deploy.runtime.package_names import DIGEST_FIELD, EWC_FILE, VARIANT_FILES, PackageError, check_file_name
@@ -120,10 +121,6 @@ def check_manifest_fields(
 
 
 # The checks -----------------------------------------------------------------------------------------------------------
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -201,7 +198,7 @@ def _delay_range(path: Path, field: str, section: Any) -> tuple[int, int]:
     """A {low, high} delay range in control steps, 0 <= low <= high <= MAX_DELAY_STEPS."""
     delay = _check_keys(path, f"section {field!r}", section, SECTION_KEYS["action_delay_steps"])
     for end in ("low", "high"):
-        if not _is_int(delay[end]):
+        if not is_int(delay[end]):
             raise _field_error(path, f"{field}.{end}", delay[end], "an integer number of control steps")
     low, high = delay["low"], delay["high"]
     if not 0 <= low <= high <= MAX_DELAY_STEPS:
@@ -351,7 +348,7 @@ def _check_selftest_and_ewc(path: Path, manifest: dict[str, Any], files: dict[st
                 tolerance,
                 f"an object {{variant: tolerance >= 0}} over {list(VARIANT_FILES)}",
             )
-        if "n_obs" in selftest and (not _is_int(selftest["n_obs"]) or selftest["n_obs"] < 1):
+        if "n_obs" in selftest and (not is_int(selftest["n_obs"]) or selftest["n_obs"] < 1):
             raise _field_error(path, "selftest.n_obs", selftest["n_obs"], "an integer >= 1")
     if "ewc" in manifest:
         ewc = manifest["ewc"]
