@@ -10,7 +10,6 @@ and the latched e-stop at home run on a scripted link and the test's clock (``sc
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ from scripted_robot import ScriptedClock, ScriptedRobot
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
 from deploy.runtime.state_machine import LoopState
-from deploy.wire import AckMsg, ErrorCode, EStopMsg, EStopReason, Message, StateMsg
+from deploy.wire import AckMsg, ErrorCode, EStopMsg, EStopReason, Message
 from envs.sim_robot import SimRobot
 
 PERIOD_S = 0.01
@@ -195,41 +194,21 @@ def test_a_robot_that_latches_its_e_stop_in_run_is_stopped_and_the_episode_abort
     assert not [r for r in run.records if stop.tick <= r.tick < resumed.tick and r.obs_flat.size]
 
 
-ANSWER_S = 1e-4  # seconds the scripted robot takes to answer a message
-
-
-class ChattyRobotLink:
-    """A given ``Link`` stand-in: the robot answers every message at once with one frame that is no e-stop
-    acknowledgement (an ACK, or a state of the wrong length that the runtime drops as malformed). A poll with
-    nothing to answer waits out its timeout on the scripted clock."""
-
-    name = "scripted-robot"
+class ChattyRobotLink(ScriptedRobot):
+    """The scripted robot, answering every message at once with one frame that is no e-stop acknowledgement (an
+    ACK, or a state of the wrong length that the runtime drops as malformed)."""
 
     def __init__(self, clock: ScriptedClock, answer: str) -> None:
-        self.clock, self.answer = clock, answer
-        self.decoder = type("Decoder", (), {"errors": Counter()})()
-        self.sent: Counter[str] = Counter()
-        self._unanswered = 0
-        self._seq = 0
+        super().__init__(clock, CONTRACT)
+        self.answer = answer
+        if answer == "malformed_state":
+            self.state_length = CONTRACT.state_dim - 1
 
-    def send(self, msg: Message) -> int:
-        self.sent[type(msg).__name__] += 1
-        self._unanswered += 1
-        return 0
-
-    def poll(self, timeout_s: float) -> list[Message]:
-        if not self._unanswered:
-            self.clock.t += max(0.0, timeout_s)
-            return []
-        self._unanswered -= 1
-        self.clock.t += ANSWER_S
-        self._seq += 1
+    def _state(self) -> Message:
         if self.answer == "ack":
-            return [AckMsg(self._seq, self.clock.t, ErrorCode.OK, "e-stop")]
-        return [StateMsg(self._seq, self.clock.t, np.zeros(CONTRACT.state_dim - 1), 0, ())]
-
-    def close(self) -> None:
-        pass
+            self._seq += 1
+            return AckMsg(self._seq, self.clock.t, ErrorCode.OK, "e-stop")
+        return super()._state()
 
 
 @pytest.mark.parametrize("answer", ["ack", "malformed_state"])
@@ -244,7 +223,7 @@ def test_the_shutdown_e_stop_goes_out_at_most_once_per_period(answer: str):
     controller = Controller(link, CONTRACT, DelayAwareP(), robot_spec(), goals, config, clock=clock)
     report = controller.run()
     periods = config.stop_ack_timeout_s / PERIOD_S  # 50
-    assert periods <= link.sent["EStopMsg"] <= periods + 1
+    assert periods <= link.received["EStopMsg"] <= periods + 1
     assert report.counts["stop_not_acknowledged"] == 1
 
 
