@@ -40,6 +40,9 @@ TOWARD_MINUS_Y = (0.0, -1.0, 0.0, 0.0)  # full speed at the y = 0.40 m face (the
 LOW = np.array(robot_spec().workspace_low)
 HIGH = np.array(robot_spec().workspace_high)
 BOX_TOL_M = 1e-5  # float32 observations carry the history the check uses
+# The barrier keeps the box for every actuator gain up to the spec's bound (0.73 m per metre commanded; the simulated
+# arm's is 0.66), not for the nominal gain of 1: commands are judged at the gain the robot spec says it can have.
+GAIN_MAX = robot_spec().actuator_gain_max
 
 
 @dataclass(frozen=True)
@@ -100,14 +103,15 @@ def _run(fault: Fault):
 
 
 def _commanded_positions(records) -> np.ndarray:
-    """Where each command sent with a state would take the gripper: position + in flight + this command (m)."""
+    """Where each command sent with a state would take the gripper at the spec's largest gain: position + gain x
+    (in flight + this command) x metres per unit (m)."""
     out = []
     for r in records:
         if not r.obs_flat.size:
             continue
         obs = r.obs_flat.astype(np.float64)
         history = obs[CONTRACT.state_dim : CONTRACT.observation_dim].reshape(CONTRACT.history_len, -1)
-        out.append(obs[:3] + (history[:, :3].sum(axis=0) + r.sent[:3]) * CONTRACT.action_scale_m)
+        out.append(obs[:3] + GAIN_MAX * (history[:, :3].sum(axis=0) + r.sent[:3]) * CONTRACT.action_scale_m)
     return np.array(out)
 
 
@@ -141,7 +145,7 @@ def test_fault(fault: Fault):
         assert NAN_STATE in first.reasons or STALE_HOLD in first.reasons
     elif fault.name == "robot_estop":
         stop = next(t for t in transitions if t.target is LoopState.SAFE_STOP)
-        assert stop.tick <= schedule.started + 1
+        assert stop.tick <= schedule.started + 1 + int(report.timing["overruns"])  # a missed period delays it
     elif fault.name != "corrupt_1pct":
         holds = [r for r in during if STALE_HOLD in r.reasons or STALE_STOP in r.reasons]
         assert holds, "no hold during the fault"
@@ -320,7 +324,9 @@ def test_non_finite_states_while_holding_end_in_a_safe_stop(max_implausible: int
     stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
     assert stop.source is LoopState.HOLD and "non-finite" in stop.reason
     assert stop.tick - nan_from.started <= min(max_implausible, STOP_TICKS + 2)
-    assert report.counts["nan_states"] >= min(max_implausible, STOP_TICKS - 1)
+    # one NaN state per period until the stop; a period the loop missed (a loaded machine) brings none
+    skipped = int(report.timing["overruns"])
+    assert report.counts["nan_states"] + skipped >= min(max_implausible, STOP_TICKS - 1)
     assert report.interventions[NAN_STATE] == report.counts["nan_states"]  # every one was held and counted
     assert not report.episodes  # no episode ever started on NaN states
 
