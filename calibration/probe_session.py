@@ -29,6 +29,7 @@ from deploy.wire import (
     LinkError,
     StateFlags,
     StateMsg,
+    seq_after,
     seq_newer,
 )
 
@@ -192,7 +193,7 @@ class ProbeSession:
 
     # Messages --------------------------------------------------------------------------------------------
     def _next_seq(self) -> int:
-        self._seq += 1
+        self._seq = seq_after(self._seq)  # 1..SEQ_MAX, wrapping to 1: the wire cannot carry a larger number
         return self._seq
 
     def _send(self, msg_type: type, **fields: Any) -> None:

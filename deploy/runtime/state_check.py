@@ -63,8 +63,7 @@ from typing import NamedTuple
 
 from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
-from deploy.wire import StateMsg, seq_newer
-from deploy.wire.messages import SEQ_MODULUS
+from deploy.wire import StateMsg, seq_distance, seq_newer
 
 # Kinds of implausible state (the tick log records ``implausible_<kind>``).
 TIME_BACKWARDS = "time_backwards"
@@ -303,12 +302,12 @@ class StateChecker:
         """More messages numbered between two states than the elapsed time and the loop's messages explain."""
         elapsed = max(newer.t_robot - older.t_robot, newer.t_recv - older.t_recv)
         steps = math.ceil(elapsed / self.loop_period_s) + max(0, newer.prompts - older.prompts)
-        return (newer.seq - older.seq) % SEQ_MODULUS > self.seq_gap_slack + MSGS_PER_STEP * steps
+        return seq_distance(newer.seq, older.seq) > self.seq_gap_slack + MSGS_PER_STEP * steps
 
     def _elapsed_s(self, seen: _Seen, anchor: _Seen) -> float:
         """An upper bound of the physical time between two states: robot clock, or one control period per message
         (a lock-step robot steps a whole period per command, whatever its clock says)."""
-        messages = (seen.seq - anchor.seq) % SEQ_MODULUS
+        messages = seq_distance(seen.seq, anchor.seq)
         return max(seen.t_robot - anchor.t_robot, messages * self.spec.control_period_s)
 
     def _exceeds_gain(self, seen: _Seen) -> bool:

@@ -22,6 +22,7 @@ from deploy.wire.messages import (
     StateFlags,
     StateMsg,
     seq_after,
+    seq_distance,
     seq_newer,
 )
 
@@ -53,5 +54,6 @@ __all__ = [
     "encode",
     "encode_body",
     "seq_after",
+    "seq_distance",
     "seq_newer",
 ]

@@ -73,6 +73,13 @@ def seq_after(seq: int) -> int:
     return seq % SEQ_MAX + 1
 
 
+def seq_distance(newer: int, older: int) -> int:
+    """How many messages a sender numbered from ``older`` to ``newer`` (both in 1..SEQ_MAX): 0 for the same number,
+    1 for the next. Numbers live on a ring of SEQ_MAX values (0 is skipped at the wrap), so SEQ_MAX -> 1 is one
+    message, not two."""
+    return (newer - older) % SEQ_MAX
+
+
 def seq_newer(a: int, b: int) -> bool:
     """True when sequence number ``a`` is newer than ``b`` (serial-number arithmetic, RFC 1982, 32 bit)."""
     diff = (a - b) % SEQ_MODULUS

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from calibration.probe import ProbeConfig, calibrate
-from calibration.probe_session import ProbeAbortError
+from calibration.probe_session import ProbeAbortError, ProbeSession
 from deploy.contract import fetch_reach_contract
 from deploy.robot_spec import load_robot_spec, save_robot_spec
 from deploy.runtime.safety import SafetyLimits
-from deploy.wire import CommandMsg, Link, StateFlags, StateMsg
+from deploy.wire import SEQ_MAX, CommandMsg, Link, StateFlags, StateMsg, encode
 
 sim_robot = pytest.importorskip("envs.sim_robot")
 
@@ -151,6 +151,19 @@ class ScriptedLink:
         state[:3] = self.positions.pop(0)
         flags = StateFlags.HOMED | self.flags if self._seq == 1 else self.flags
         return [StateMsg(self._seq, 0.0, state, int(flags), ())]
+
+
+def test_the_probe_numbers_its_messages_like_every_sender_wrapping_to_one():
+    """After SEQ_MAX comes 1 (not 2^32, which no frame can carry, nor 0, a robot's hold in a delay line)."""
+    link = ScriptedLink([np.array([1.34, 0.75, 0.53])] * 4)
+    session = ProbeSession(
+        link, fetch_reach_contract(2), ProbeConfig(safe_box_low=FULL_BOX[0], safe_box_high=FULL_BOX[1])
+    )
+    session._seq = SEQ_MAX - 1  # a long session: billions of messages in, as a 1 kHz robot reaches in 7 weeks
+    session.home()
+    session.hold(2)
+    assert [m.seq for m in link.sent] == [SEQ_MAX, 1, 2]
+    assert all(encode(m) for m in link.sent)  # every one fits a frame
 
 
 def test_abort_on_unexpected_motion_while_holding():

@@ -17,14 +17,16 @@ from deploy.runtime.state_check import (
     EXCEEDS_GAIN,
     FIELD_OUT_OF_RANGE,
     MOTION_MARGIN_M,
+    MSGS_PER_STEP,
     OUTSIDE_ENVELOPE,
     SEQ_BACKWARDS,
+    SEQ_GAP,
     TIME_AHEAD,
     UNEXPLAINED_MOTION,
     VELOCITY_MARGIN,
     StateChecker,
 )
-from deploy.wire import StateFlags, StateMsg
+from deploy.wire import SEQ_MAX, StateFlags, StateMsg, seq_after
 
 CONTRACT = fetch_reach_contract(2)
 SPEC = load_robot_spec()
@@ -126,6 +128,25 @@ def test_time_ahead_and_sequence_backwards() -> None:
     assert ahead.kind == TIME_AHEAD
     backwards = checker.check(state_msg(1, START, t_s=3 * PERIOD_S), 3 * PERIOD_S, applied_units=0.0)
     assert backwards.kind == SEQ_BACKWARDS
+
+
+def _after(seq: int, messages: int) -> int:
+    for _ in range(messages):
+        seq = seq_after(seq)
+    return seq
+
+
+@pytest.mark.parametrize("anchor_seq", [1000, SEQ_MAX - 3])
+@pytest.mark.parametrize("extra", [0, 1])
+def test_the_sequence_gap_counts_messages_across_the_wrap(anchor_seq: int, extra: int) -> None:
+    """Within a period of the anchor a state may be numbered ``slack + MSGS_PER_STEP`` messages later, not one more;
+    across the wrap (SEQ_MAX -> 1: 0 is skipped) the count is the same as anywhere else."""
+    checker = StateChecker(SPEC, CONTRACT, PERIOD_S)
+    assert checker.check(state_msg(anchor_seq, START, t_s=1.0), t_recv=1.0 + 1e-4, applied_units=0.0).accepted
+    messages = checker.seq_gap_slack + MSGS_PER_STEP + extra
+    t_s = 1.0 + 0.5 * PERIOD_S  # within one control step
+    verdict = checker.check(state_msg(_after(anchor_seq, messages), START, t_s=t_s), t_s + 1e-4, applied_units=0.0)
+    assert verdict.kind == ("" if extra == 0 else SEQ_GAP)
 
 
 def test_a_robot_faster_than_its_gain_bound_is_caught_over_the_window() -> None:

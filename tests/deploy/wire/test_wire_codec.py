@@ -26,6 +26,7 @@ from deploy.wire.messages import (
     HomeMsg,
     StateMsg,
     seq_after,
+    seq_distance,
     seq_newer,
 )
 
@@ -167,6 +168,13 @@ def test_sequence_numbers_run_from_one_and_wrap_past_the_uint32_limit_to_one():
     assert (HOLD_SEQ, SEQ_MAX) == (0, 2**32 - 1)
     assert [seq_after(0), seq_after(1), seq_after(SEQ_MAX - 1), seq_after(SEQ_MAX)] == [1, 2, SEQ_MAX, 1]
     assert seq_newer(seq_after(SEQ_MAX), SEQ_MAX)
+
+
+def test_seq_distance_counts_messages_and_the_wrap_as_one():
+    assert (seq_distance(5, 5), seq_distance(7, 5)) == (0, 2)
+    assert (seq_distance(1, SEQ_MAX), seq_distance(2, SEQ_MAX - 1)) == (1, 3)  # 0 is skipped at the wrap
+    for seq in (1, 1000, SEQ_MAX - 1, SEQ_MAX):
+        assert seq_distance(seq_after(seq), seq) == 1
 
 
 def test_the_protocol_document_states_the_numbering_the_code_uses():
