@@ -30,7 +30,9 @@ class LoopConfig:
     :param policy_fault_stop_s: safe stop when the policy has failed (NaN/inf, raised, wrong size, overran) for this
         long without a clean answer in between (seconds).
     :param stop_ack_timeout_s: at shutdown, repeat the e-stop every period for at most this long until the robot
-        acknowledges it (a state flagged ESTOP_ACTIVE); in safe stop it repeats until acknowledged.
+        acknowledges it (a state flagged ESTOP_ACTIVE). In safe stop it repeats every period until acknowledged; a
+        robot that keeps sending states without acknowledging it for this long ends the run (it hears the loop but
+        does not stop: ``estop_not_acknowledged`` in the counts).
     :param max_ticks: end the run after this many ticks (None: when the goals run out).
     :param reconnect_interval_s: after a port failure, reopen the port at most this often.
     :param realtime_priority: run the loop's thread under SCHED_FIFO at this priority (1..99; Linux, needs root or

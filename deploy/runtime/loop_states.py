@@ -65,6 +65,7 @@ MALFORMED_STATE = "malformed_state"  # reason of a tick whose states were all dr
 NON_FINITE_OBSERVATION = "non_finite_observation"  # reason of a tick whose float32 observation held NaN/inf
 ESTOP_ACTIVE_IN_RUN = "robot_estop_active_in_run"  # count: the robot reported its e-stop latched while in RUN
 HOMED_WITH_ESTOP = "homed_with_estop_active"  # count: a HOMED state with the e-stop latched (homing not complete)
+ESTOP_NOT_ACKNOWLEDGED = "estop_not_acknowledged"  # count: the robot kept answering a safe stop without acknowledging
 NON_FINITE_STATE = "non_finite"  # verdict kind of a state with a NaN/inf value (as float32); counted as ``nan_states``
 NAN_STATES = "nan_states"
 INVALID_STATE_PREFIXES = ("malformed_", "implausible_")  # counters of states received and rejected
@@ -157,10 +158,22 @@ class StateHandling:
 
     def _safe_stop_tick(self: Controller, msg: StateMsg, verdict: Verdict) -> None:
         """SAFE_STOP: repeat the e-stop until acknowledged; recover once acknowledged and the robot answers again.
-        An invalid state is no sign of life: the run ends once no valid state came for ``recover_timeout_s``."""
+        An invalid state is no sign of life: the run ends once no valid state came for ``recover_timeout_s``. A
+        robot that keeps answering without acknowledging the stop for ``stop_ack_timeout_s`` ends the run."""
         if not verdict.accepted and self._recover_timed_out(f"its states were invalid (last: {verdict.kind})"):
             return None
         if not self._stop_acked:
+            unacknowledged_s = self._clock() - self._mode_since
+            if unacknowledged_s > self.config.stop_ack_timeout_s:  # it hears us (it answers) but does not stop
+                self.counts[ESTOP_NOT_ACKNOWLEDGED] += 1
+                reason = (
+                    f"the robot kept sending states for {unacknowledged_s:.3f} s after the e-stop without "
+                    f"acknowledging it (no ESTOP_ACTIVE flag): it may still execute commands; stop it with its "
+                    f"hardware e-stop and check its e-stop handling"
+                )
+                logger.error("tick %d: %s", self.tick, reason)
+                self._finish(reason)
+                return None
             self._send(EStopMsg(self._next_seq(), self._clock(), EStopReason.WATCHDOG))
             self.counts["estop_repeats"] += 1
             return None

@@ -6,7 +6,8 @@ the test's clock) with one state; a poll with nothing to answer waits out its ti
 thousand ticks takes milliseconds. The robot reports its delay line (the last ``history_len`` commands it received,
 0 for holds), latches an e-stop when it receives one (its states then carry ESTOP_ACTIVE) and releases it on a HOME
 unless ``release_on_home`` is off. Knobs bend what it sends: ``state_length`` (values per state), ``invalid`` ("nan":
-NaN values; "outside": the position 10 m off), ``pending_offset`` (added to every command number it reports).
+NaN values; "outside": the position 10 m off), ``pending_offset`` (added to every command number it reports),
+``ignore_estops`` (receives e-stops but never latches one).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class ScriptedRobot:
         self.invalid = ""
         self.pending_offset = 0
         self.release_on_home = True
+        self.ignore_estops = False
         self.estop = False
         self._homed = False
         self._line: deque[int] = deque([HOLD_SEQ] * contract.history_len, maxlen=contract.history_len)
@@ -64,7 +66,7 @@ class ScriptedRobot:
             self.commands.append(msg.seq)
             self._line.append(HOLD_SEQ if self.estop else msg.seq)
         elif isinstance(msg, EStopMsg):
-            self.estop = True
+            self.estop = self.estop or not self.ignore_estops
         elif isinstance(msg, HomeMsg):
             self.estop = self.estop and not self.release_on_home
             self._homed = True

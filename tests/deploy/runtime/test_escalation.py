@@ -281,3 +281,32 @@ def test_a_homed_state_with_the_e_stop_active_never_starts_the_episode():
     stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
     assert stop.source is LoopState.HOMING and "releases its e-stop" in stop.reason
     assert [e.aborted for e in report.episodes] == [True]
+
+
+def test_a_robot_that_answers_but_never_acknowledges_the_stop_ends_the_run():
+    """After a safe stop the robot keeps sending valid states but never latches the e-stop (no ESTOP_ACTIVE): it
+    hears the loop and does not stop, so it may still be executing commands. The e-stop repeats every period for
+    ``stop_ack_timeout_s``, then the run ends saying so (before: it repeated the e-stop until ``max_ticks``, with
+    nobody told). Scripted robot, the test's clock."""
+    clock = ScriptedClock()
+    robot = ScriptedRobot(clock, CONTRACT)
+    robot.ignore_estops = True
+
+    def nan_in_hold_then_valid(controller: Controller, record) -> None:
+        state = controller.sm.state
+        robot.invalid = "nan" if state is LoopState.HOLD else ""
+
+    ack_s = 0.2
+    config = LoopConfig(period_s=PERIOD_S, stop_ack_timeout_s=ack_s, max_ticks=1000, freeze_gc=False)
+    goals = GoalSource([[1.3, 0.75, 0.6]])
+    controller = Controller(
+        robot, CONTRACT, DelayAwareP(), robot_spec(), goals, config, on_tick=nan_in_hold_then_valid, clock=clock
+    )
+    report = controller.run()
+    stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
+    end = report.transitions[-1]
+    assert end.target is LoopState.DONE and "without acknowledging" in end.reason, end.reason
+    assert report.counts["estop_not_acknowledged"] == 1 and not robot.estop
+    assert abs((end.tick - stop.tick) - ack_s / PERIOD_S) <= 1  # stop_ack_timeout_s after the stop, +- rounding
+    assert report.counts["estop_repeats"] >= ack_s / PERIOD_S - 1  # one e-stop per period meanwhile
+    assert not [t for t in report.transitions if t.target is LoopState.RUN]  # never recovered from an unheeded stop
