@@ -12,6 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from deploy.wire.messages import MAX_SEED
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # the policy sees the goal as float32: larger values become inf
+
 
 @dataclass(frozen=True)
 class Episode:
@@ -42,13 +46,19 @@ class GoalSource:
             raise ValueError(f"goals must be a non-empty (n, goal_dim) array of metres, got shape {array.shape}")
         if not np.all(np.isfinite(array)):
             raise ValueError("goals contain NaN or inf")
+        if np.any(np.abs(array) > FLOAT32_MAX):
+            index = int(np.flatnonzero(np.any(np.abs(array) > FLOAT32_MAX, axis=1))[0])
+            raise ValueError(
+                f"goal {index} = {array[index].tolist()} m is beyond float32's range: the policy would see inf; "
+                "goals are positions in metres"
+            )
         if seeds is None:
             seeds = range(array.shape[0])
         seeds = [int(s) for s in seeds]
         if len(seeds) != array.shape[0]:
             raise ValueError(f"got {len(seeds)} seeds for {array.shape[0]} goals; give one seed per goal")
-        if any(s < 0 for s in seeds):
-            raise ValueError("seeds must be >= 0 (they travel as unsigned integers)")
+        if any(not 0 <= s <= MAX_SEED for s in seeds):
+            raise ValueError(f"seeds must be in 0..{MAX_SEED} (they travel as unsigned 64-bit integers)")
         if workspace is not None:
             low, high = np.asarray(workspace[0], dtype=np.float64), np.asarray(workspace[1], dtype=np.float64)
             outside = np.flatnonzero(np.any((array < low) | (array > high), axis=1))
