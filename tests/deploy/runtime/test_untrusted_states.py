@@ -266,9 +266,12 @@ class Recording:
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # the contract's cast, as meant
 def test_a_goal_beyond_float32_never_reaches_the_policy_as_inf():
     """Finiteness is checked on what the policy gets, after the float32 cast: a goal of 1e300 m is finite as float64
-    but inf as float32. The policy is never called with it; the loop stops safely and aborts the episode."""
+    but inf as float32. GoalSource refuses one (test_goals.py); the loop does not rely on that (here the goal is
+    changed after the source's checks). The policy is never called with it; the loop stops safely and aborts the
+    episode."""
     policy = Recording()
-    goals = GoalSource([[1e300, 0.75, 0.6]])  # no workspace given: the goal source does not bound it
+    goals = GoalSource([[1.3, 0.75, 0.6]])
+    goals.goals[0, 0] = 1e300  # past the source's checks: finite as float64
     config = LoopConfig(period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, recover=False, max_ticks=100)
     run = run_loop(policy, goals, config, SPEC)
     assert all(np.all(np.isfinite(obs)) for obs in policy.given)
