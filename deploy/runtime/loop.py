@@ -42,7 +42,7 @@ from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
 from deploy.runtime.command_line import CommandLine
 from deploy.runtime.episodes import EpisodeTracker
-from deploy.runtime.goals import GoalSource
+from deploy.runtime.goals import Episode, GoalSource
 from deploy.runtime.loop_config import LoopConfig
 from deploy.runtime.loop_states import ACTIVE_MODES, EMPTY, ESTOP_ACTIVE, HOMED, StateHandling
 from deploy.runtime.policy_guard import PolicyGuard
@@ -161,6 +161,7 @@ class Controller(StateHandling):
         self._mode_since = 0.0
         self._stop_acked = True
         self._commanded = False
+        self._stopped_episode: Episode | None = None  # the episode the last safe stop aborted in RUN (its record)
 
     # Run -----------------------------------------------------------------------------------------------------
     def run(self) -> RunReport:
@@ -322,6 +323,7 @@ class Controller(StateHandling):
         """Hold now, e-stop the robot (repeated until acknowledged), abort the episode; SAFE_STOP until the robot
         answers again."""
         self.counts["safe_stops"] += 1
+        self._stopped_episode = self.episodes.current if self.sm.state is LoopState.RUN else None
         self._send_command(self._hold)
         self._stop_acked = not send_estop
         if send_estop:
@@ -376,6 +378,10 @@ class Controller(StateHandling):
     ) -> TickRecord:
         episode = self.episodes.current
         in_episode = episode is not None and self.sm.state is LoopState.RUN
+        if stop and not in_episode and self._stopped_episode is not None:
+            # the tick that stopped an episode belongs to it (the stop ended it just before this record): a reader
+            # of the log sees the episode was cut short, not a stray tick outside any episode
+            episode, in_episode, self._stopped_episode = self._stopped_episode, True, None
         return TickRecord(
             t_s=self._clock(),
             tick=self.tick,

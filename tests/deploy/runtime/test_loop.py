@@ -176,6 +176,32 @@ def test_tick_log_holds_every_policy_tick(tmp_path):
         np.testing.assert_array_equal(r.obs_flat[-3:], r.goal.astype(np.float32))
 
 
+class NanFromCall:
+    """The delay-aware P policy until its ``n``-th call, then NaN for good (a policy that broke mid-episode)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.calls, self.inner = n, 0, DelayAwareP()
+
+    def __call__(self, obs):
+        self.calls += 1
+        return self.inner(obs) if self.calls < self.n else np.full((1, CONTRACT.action_dim), np.nan, np.float32)
+
+
+def test_the_tick_that_stops_an_episode_is_logged_in_that_episode(tmp_path):
+    """The safe stop ends the episode before its tick is recorded; the record still names the episode it aborted
+    (before: episode -1, so a reader of the log, e.g. fine-tuning's ``keep_stopped=False``, saw a complete-looking
+    episode followed by a stray tick, and trained on the aborted one)."""
+    # 20 steps per episode; NaN from step 5 of episode 1, a safe stop policy_fault_stop_s (10 periods) later
+    config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=20, max_ticks=150, recover=False)
+    with TickLogWriter(tmp_path / "ticks.tlog", fsync_interval_s=None) as log:
+        run = run_loop(NanFromCall(25), seeded_goals([0, 1]), config, robot_spec(WIDE_BOX), ticklog=log)
+    first, second = run.report.episodes
+    assert not first.aborted and second.aborted and second.steps < config.max_episode_steps
+    stops = [r for r in read_ticklog(tmp_path / "ticks.tlog") if r.stop]
+    assert [r.episode_id for r in stops] == [second.index]
+    np.testing.assert_array_equal(stops[0].goal, second.goal)
+
+
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch's legacy ONNX exporter announces its retirement
 def test_onnx_policy_through_the_ort_cpu_backend(tmp_path):
     torch = pytest.importorskip("torch")
