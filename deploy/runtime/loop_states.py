@@ -113,13 +113,13 @@ class StateHandling:
             if msg.flags & HOMED and not msg.flags & ESTOP_ACTIVE:
                 self._round_trips.append(t_in - self._home_sent_t)
                 self._enter(LoopState.RUN, f"episode {self.episodes.current.index} starts")  # type: ignore[union-attr]
-                return self._policy_tick(t_in, msg, verdict)
+                return self._policy_tick(t_in, msg)
             if msg.flags & HOMED:  # homed, but its e-stop is latched: it would execute no command of the episode
                 self.counts[HOMED_WITH_ESTOP] += 1
                 logger.warning("tick %d: the robot reports HOMED with its e-stop active; not starting", self.tick)
             self._homing_retry()
             return None
-        return self._policy_tick(t_in, msg, verdict)
+        return self._policy_tick(t_in, msg)
 
     def _check(self: Controller, msg: StateMsg, t_in: float) -> Verdict:
         """Check the delay line against the commands sent, then run the state checker; an accepted state becomes
@@ -226,10 +226,11 @@ class StateHandling:
         self._send_command(self._hold)
         return self._record(msg, EMPTY, self._hold, self._hold, (ROBOT_RESTART,), float("nan"), False)
 
-    def _policy_tick(self: Controller, t_in: float, msg: StateMsg, verdict: Verdict) -> TickRecord | None:
-        """RUN: build the observation, ask the policy, filter, send (or end the episode)."""
+    def _policy_tick(self: Controller, t_in: float, msg: StateMsg) -> TickRecord | None:
+        """RUN, on an accepted state (``_check`` made it the anchor and set ``_bounds``; a rejected one never gets
+        here): build the observation, ask the policy, filter, send (or end the episode)."""
         goal = self.episodes.current.goal  # type: ignore[union-attr]
-        if verdict.accepted and self.episodes.full:
+        if self.episodes.full:
             self.episodes.end(msg.state, aborted=False)
             self._start_episode()
             return None
@@ -238,19 +239,15 @@ class StateHandling:
         if len(msg.pending) > self.spec.delay_range[1]:
             self.counts["line_longer_than_spec"] += 1  # the robot's delay grew past its spec: recalibrate
         self.line.sync(msg.pending)
-        flat = EMPTY
-        proposed = self._hold
-        fault = ""
-        if verdict.accepted:
-            flat = self.contract.flat_observation(msg.state, self.line.history, goal)
-            if not np.isfinite(flat).all():  # what the policy would get, after the float32 cast
-                # the state passed its checks, so a goal beyond float32's range: no later tick can do better
-                self.counts["non_finite_observations"] += 1
-                self.interventions.add((NON_FINITE_OBSERVATION,))
-                self._safe_stop("the observation is not finite as float32 (a goal beyond float32's range?)")
-                return self._record(msg, flat, self._hold, self._hold, (NON_FINITE_OBSERVATION,), float("nan"), True)
-            action, fault = self.guard.infer(flat)
-            proposed = action if action is not None else self._hold
+        flat = self.contract.flat_observation(msg.state, self.line.history, goal)
+        if not np.isfinite(flat).all():  # what the policy would get, after the float32 cast
+            # the state passed its checks, so a goal beyond float32's range: no later tick can do better
+            self.counts["non_finite_observations"] += 1
+            self.interventions.add((NON_FINITE_OBSERVATION,))
+            self._safe_stop("the observation is not finite as float32 (a goal beyond float32's range?)")
+            return self._record(msg, flat, self._hold, self._hold, (NON_FINITE_OBSERVATION,), float("nan"), True)
+        action, fault = self.guard.infer(flat)
+        proposed = action if action is not None else self._hold
         age = self._clock() - self._last_valid_t
         if fault and fault != OVERRUN:
             result = hold_result(self.contract.action_dim, POLICY_FAULT)
@@ -262,7 +259,7 @@ class StateHandling:
                 self._previous,
                 age,
                 self.limits,
-                self._bounds if verdict.accepted else None,
+                self._bounds,
             )
             if fault:
                 result = FilterResult(result.action, (POLICY_FAULT, *result.reasons), result.stop)
@@ -271,7 +268,7 @@ class StateHandling:
             self.interventions.add(result.reasons)
             self._safe_stop(f"the policy failed ({self.guard.last_fault}) for {failing:.3f} s")
             return self._record(msg, flat, proposed, self._hold, result.reasons, float("nan"), True)
-        return self._apply(result, t_in, msg, flat, proposed, counts_as_step=verdict.accepted)
+        return self._apply(result, t_in, msg, flat, proposed, counts_as_step=True)
 
     def _apply(
         self,
