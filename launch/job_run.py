@@ -123,7 +123,7 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """Run the controller as the launch config says; returns the run summary (also in run_report.json)."""
     from deploy.robot_spec import DEFAULT_SIM_SPEC, load_robot_spec
     from deploy.runtime.goals import GoalSource
-    from deploy.runtime.hotswap import PolicySlot, StoreFollower
+    from deploy.runtime.hotswap import PolicySlot, StoreFollower, contract_probe
     from deploy.runtime.loop import Controller
     from deploy.runtime.loop_config import LoopConfig
     from deploy.runtime.ticklog import TickLogWriter
@@ -140,8 +140,10 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     if config["follow_store"]:
         if config["explore"]:
             raise LaunchError("'follow_store' and 'explore' cannot be combined: a swapped-in package has no noise")
-        policy = PolicySlot(policy, label=package.folder.name)
-        follower = StoreFollower(policy, config["follow_store"], spec, config["backend"], config["variant"])
+        # Every package the follower swaps in answers (and is warmed up on) an observation the controller builds.
+        centre_m = (np.asarray(spec.workspace_low) + np.asarray(spec.workspace_high)) / 2.0
+        policy = PolicySlot(policy, label=package.folder.name, probe=contract_probe(contract, centre_m))
+        follower = StoreFollower(policy, config["follow_store"], spec, contract, config["backend"], config["variant"])
     episodes, robot = config["episodes"], config["robot"]
     # A production line repeats its targets: attempts at one target are consecutive and share its seed.
     attempts = config["attempts_per_target"]
@@ -207,6 +209,7 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "robot_spec": {"robot_id": spec.robot_id, "file": str(config["calibration"] or DEFAULT_SIM_SPEC)},
         "compatibility_overridden": mismatched,
         "swaps": follower.swaps if follower is not None else [],
+        "follower": follower.health() if follower is not None else None,
         "episodes": len(report.episodes),
         "success_rate": report.success_rate,
         "timing": report.timing,
@@ -259,6 +262,13 @@ def main(config: dict[str, Any]) -> int:
     summary = run(config, run_dir)
     plot_latency_histogram(tick_latencies(Path(summary["ticklog"])), run_dir / "latency.png", "control tick latency")
     timing = summary["timing"]
+    follower = summary["follower"]
+    if follower and (follower["refusals"] or follower["watch_errors"]):
+        print(
+            f"robot-grpo: warning: the store follower refused {follower['refusals']} package(s) and had "
+            f"{follower['watch_errors']} failed polls; last: {follower['last_error']} (see run_report.json)",
+            file=sys.stderr,
+        )
     if summary["episodes"] < config["episodes"]:
         print(
             f"robot-grpo: error: {shortfall(summary, config['episodes'])} (see {run_dir / 'run_report.json'})",

@@ -17,6 +17,9 @@ Why a tick never sees half a swap and never misses its deadline because of one:
   probe: the new backend must return finite float32 actions of the same shape as the running one on
   ``probe`` (a batch of real observations), else the swap is refused and the running policy stays.
 - Writers (swap / rollback) are serialized by a lock; the reader takes no lock.
+
+``StoreFollower`` drives the slot from a package store: it swaps in what the store promotes, provided the package
+was exported with the contract the controller runs (and fits the robot spec); ``contract_probe`` builds the probe.
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from deploy.contract import ActionHistory, ObservationContract
 from deploy.robot_spec import RobotSpec
 from deploy.runtime.compatibility import check_compatibility
 from deploy.runtime.package import load_package
@@ -158,17 +163,56 @@ class PolicySlot:
         return action.shape
 
 
+def contract_probe(contract: ObservationContract, position_m: Sequence[float]) -> np.ndarray:
+    """A probe for :class:`PolicySlot`: one float32 observation [1, flat_dim], built by the contract as the control
+    loop builds its observations - the gripper at rest at ``position_m`` (metres, e.g. the workspace centre), no
+    command sent yet (a hold history), the target at the same point.
+
+    Batch 1 because the control loop calls the backend on one observation per tick: the probe's warm-up calls then
+    allocate the buffers the first tick uses (a backend rebinds them when the batch size changes).
+    """
+    position = np.asarray(position_m, dtype=np.float64)
+    if position.shape != (contract.goal_dim,) or not np.all(np.isfinite(position)):
+        raise ValueError(
+            f"position_m must be {contract.goal_dim} finite metres, e.g. the workspace centre; got {position_m!r}"
+        )
+    state = np.zeros(contract.state_dim, dtype=np.float64)
+    state[slice(*contract.position_slice)] = position
+    history = ActionHistory(contract.history_len, contract.action_dim)
+    return contract.flat_observation(state, history, position)[None]
+
+
+def contract_differences(running: ObservationContract, new: ObservationContract) -> list[str]:
+    """The contract fields on which ``new`` (a package's) differs from ``running`` (the one the controller builds its
+    observations with), one "field new (the running controller builds running)" entry each; empty when they agree."""
+    return [
+        f"{f.name} {getattr(new, f.name)!r} (the running controller builds {getattr(running, f.name)!r})"
+        for f in fields(ObservationContract)
+        if getattr(new, f.name) != getattr(running, f.name)
+    ]
+
+
+class ContractMismatchError(ValueError):
+    """A package's observation contract is not the one the running controller builds its observations with."""
+
+
 FOLLOW_INTERVAL_S = 1.0  # how often a running controller looks at the store's current package
 
 
 class StoreFollower:
     """Follows a package store's ``current`` link from a background thread: a promoted (or rolled back) package
-    that fits the robot spec is loaded, probed and swapped into ``slot`` between ticks; anything wrong with it
-    (a failed load, a spec mismatch, a failed probe) is logged and the running policy stays.
+    that was exported with the running contract and fits the robot spec is loaded, probed and swapped into ``slot``
+    between ticks. Anything wrong with it - a failed load, another contract, a spec mismatch, a failed self-test or
+    probe, any exception at all - is logged with its type, remembered as refused (not retried) and the running
+    policy stays; the watcher thread never dies of a package, so later promotions and rollbacks still arrive.
+    :meth:`health` says what it did (for the run report).
 
     :param slot: the controller's policy slot.
     :param store: the store folder (its ``current`` link is followed).
     :param spec: the robot spec every new package is checked against (``deploy.runtime.compatibility``).
+    :param contract: the observation contract the running controller builds its observations with; a package
+        exported with any other contract (another history length, another state layout) is refused, since the
+        controller cannot change what it feeds the policy.
     :param backend: inference backend of the new packages.
     :param variant: model variant of the new packages.
     :param interval_s: seconds between looks at the store.
@@ -179,20 +223,50 @@ class StoreFollower:
         slot: PolicySlot,
         store: str | Path,
         spec: RobotSpec,
+        contract: ObservationContract,
         backend: str = "ort-cpu",
         variant: str | None = None,
         interval_s: float = FOLLOW_INTERVAL_S,
     ) -> None:
+        if not isinstance(contract, ObservationContract):
+            raise TypeError(
+                f"contract must be the ObservationContract the running controller uses (its package's "
+                f"package.contract), got {type(contract).__name__}"
+            )
         self.slot = slot
         self.link = Path(store) / CURRENT_LINK
         self.spec = spec
+        self.contract = contract
         self.backend = backend
         self.variant = variant
         self.interval_s = interval_s
         self.swaps: list[str] = []
-        self.refused: list[str] = []
+        self.refusals: list[dict[str, str]] = []  # {"package": folder name, "error": "Type: message"}, in order
+        self.watch_errors = 0  # polls that failed outside any package (e.g. the store folder unreadable)
+        self.last_error: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="store-follower", daemon=True)
+
+    @property
+    def refused(self) -> list[str]:
+        """Names of the packages refused so far (each refused once, never retried)."""
+        return [r["package"] for r in list(self.refusals)]
+
+    @property
+    def alive(self) -> bool:
+        """Whether the watcher thread is running (False before start() and after stop())."""
+        return self._thread.is_alive()
+
+    def health(self) -> dict[str, Any]:
+        """What the follower did, JSON-ready: swaps, refusals (package and error), watch errors, the last error."""
+        refusals = [dict(r) for r in list(self.refusals)]
+        return {
+            "swaps": list(self.swaps),
+            "refusals": len(refusals),
+            "refused": refusals,
+            "watch_errors": self.watch_errors,
+            "last_error": self.last_error,
+        }
 
     def start(self) -> StoreFollower:
         self._thread.start()
@@ -204,7 +278,11 @@ class StoreFollower:
             self._thread.join()
 
     def poll_once(self) -> SlotEntry | None:
-        """Swap to the store's current package if it changed and passes its checks; returns the new entry."""
+        """Swap to the store's current package if it changed and passes its checks; returns the new entry.
+
+        A package that fails any check, or raises anything while being loaded, checked or probed, is refused
+        (logged, remembered) and None returned; errors outside a package (the link unreadable) propagate.
+        """
         if not self.link.exists():
             return None
         resolved = Path(os.path.realpath(self.link))
@@ -212,11 +290,22 @@ class StoreFollower:
             return None
         try:
             package = load_package(resolved)
+            differences = contract_differences(self.contract, package.contract)
+            if differences:
+                raise ContractMismatchError(
+                    f"its contract differs from the one the running controller builds observations with: "
+                    f"{'; '.join(differences)}. Promote a package exported with the running contract, or restart "
+                    "the controller on the new package (robot-grpo run --set package=...)"
+                )
             check_compatibility(self.spec, package.contract, package.action_delay_steps, str(resolved))
             entry = self.slot.swap(package.make_backend(self.backend, self.variant), label=resolved.name)
-        except (ValueError, OSError, RuntimeError) as err:  # PackageError, CompatibilityError, SwapRefusedError...
-            logger.error("store %s: package %s not swapped in, the running policy stays: %s", self.link, resolved, err)
-            self.refused.append(resolved.name)
+        except Exception as err:  # any failure of a new package must leave the running policy (and this thread)
+            error = f"{type(err).__name__}: {err}"
+            logger.error(
+                "store %s: package %s not swapped in, the running policy stays: %s", self.link, resolved, error
+            )
+            self.refusals.append({"package": resolved.name, "error": error})
+            self.last_error = error
             return None
         logger.info("store %s: swapped in package %s (slot version %d)", self.link, resolved.name, entry.version)
         self.swaps.append(resolved.name)
@@ -224,4 +313,9 @@ class StoreFollower:
 
     def _watch(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.poll_once()
+            try:
+                self.poll_once()
+            except Exception as err:  # the follower must outlive a bad poll: the next one may bring a rollback
+                self.watch_errors += 1
+                self.last_error = f"{type(err).__name__}: {err}"
+                logger.exception("store %s: poll failed (%s); still following", self.link, self.last_error)

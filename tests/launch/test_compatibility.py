@@ -90,6 +90,7 @@ def test_run_follows_a_package_store(tmp_path: Path):
     assert main(args) == 0
     report = json.loads((tmp_path / "follow" / "run_report.json").read_text())
     assert report["episodes"] == 2 and report["swaps"] == []
+    assert report["follower"] == {"swaps": [], "refusals": 0, "refused": [], "watch_errors": 0, "last_error": None}
 
 
 def test_a_lossy_link_still_serves_every_episode(tmp_path: Path):

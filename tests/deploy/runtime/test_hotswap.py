@@ -180,17 +180,39 @@ def test_real_controller_swaps_policies_between_ticks() -> None:
 
 
 # StoreFollower: robot-grpo run --set follow_store=... -------------------------------------------------------------
-def _store_with(tmp_path, names):
-    """A package store holding hand-built linear packages under ``names`` (the first promoted)."""
+def _store_with(tmp_path, names, **manifest_overrides):
+    """A package store holding hand-built linear packages under ``names`` (the first promoted); ``manifest_overrides``
+    (e.g. ``{"b": {"contract": ...}}``) go to make_package of that name."""
     from package_fixtures import make_package
 
     from deploy.finetune.promote import PackageStore
 
     store = PackageStore(tmp_path / "store")
     for name in names:
-        store.install(make_package(tmp_path / f"src-{name}"), name)
+        store.install(make_package(tmp_path / f"src-{name}", **manifest_overrides.get(name, {})), name)
     store.promote(names[0], {"passed": True, "reasons": ["initial"]})
     return store
+
+
+def _follower(store, spec=None, **options):
+    """A StoreFollower on ``store`` whose slot runs the store's current package; the controller's contract is the
+    test packages' (point_reach, history 2)."""
+    from package_fixtures import CONTRACT
+
+    from deploy.runtime.hotswap import StoreFollower
+    from deploy.runtime.package import load_package
+
+    slot = PolicySlot(load_package(store.resolve_current()).make_backend(), label=store.current_name())
+    return StoreFollower(slot, store.root, spec or _point_spec(), CONTRACT, **options)
+
+
+def _wait_for(condition, timeout_s: float = 5.0) -> bool:
+    """Poll ``condition`` every 10 ms until it holds or ``timeout_s`` (seconds) passed; returns whether it held."""
+    for _ in range(int(timeout_s / 0.01)):
+        if condition():
+            return True
+        threading.Event().wait(0.01)
+    return condition()
 
 
 def _point_spec(**changes):
@@ -203,12 +225,9 @@ def _point_spec(**changes):
 
 
 def test_store_follower_swaps_in_a_promoted_package_and_a_rollback(tmp_path):
-    from deploy.runtime.hotswap import StoreFollower
-    from deploy.runtime.package import load_package
-
     store = _store_with(tmp_path, ["a", "b"])
-    slot = PolicySlot(load_package(store.resolve_current()).make_backend(), label="a")
-    follower = StoreFollower(slot, store.root, _point_spec())
+    follower = _follower(store)
+    slot = follower.slot
     assert follower.poll_once() is None  # nothing changed
     store.promote("b", {"passed": True, "reasons": []})
     entry = follower.poll_once()
@@ -219,13 +238,10 @@ def test_store_follower_swaps_in_a_promoted_package_and_a_rollback(tmp_path):
 
 
 def test_store_follower_keeps_the_running_policy_when_the_new_package_does_not_fit(tmp_path):
-    from deploy.runtime.hotswap import StoreFollower
-    from deploy.runtime.package import load_package
-
     store = _store_with(tmp_path, ["a", "b"])
-    slot = PolicySlot(load_package(store.resolve_current()).make_backend(), label="a")
     k6 = _point_spec(delay_steps=6, delay_ms=240.0, delay_range=(6, 6))  # the packages were trained for k=2
-    follower = StoreFollower(slot, store.root, k6)
+    follower = _follower(store, k6)
+    slot = follower.slot
     running = slot.current()
     store.promote("b", {"passed": True, "reasons": []})
     assert follower.poll_once() is None
@@ -234,18 +250,123 @@ def test_store_follower_keeps_the_running_policy_when_the_new_package_does_not_f
 
 
 def test_store_follower_runs_on_its_own_thread_and_stops(tmp_path):
-    from deploy.runtime.hotswap import StoreFollower
-    from deploy.runtime.package import load_package
-
     store = _store_with(tmp_path, ["a", "b"])
-    slot = PolicySlot(load_package(store.resolve_current()).make_backend(), label="a")
-    follower = StoreFollower(slot, store.root, _point_spec(), interval_s=0.01).start()
+    follower = _follower(store, interval_s=0.01).start()
     try:
         store.promote("b", {"passed": True, "reasons": []})
-        for _ in range(500):
-            if slot.entry().label == "b":
-                break
-            threading.Event().wait(0.01)
+        _wait_for(lambda: follower.slot.entry().label == "b")
     finally:
         follower.stop()
-    assert slot.entry().label == "b"
+    assert follower.slot.entry().label == "b" and not follower.alive
+
+
+# Same flat size (18) and robot spec as the running point_reach contract, so only a contract check can tell them apart.
+OTHER_CONTRACTS = {
+    # one command more of history, the velocity dropped: the running controller's values land in the wrong slots
+    "history": ({"name": "point_reach_h3", "history_len": 3, "state_fields": (("pos", 3),)}, "history_len 3"),
+    # another robot's layout: position and velocity swapped, the position read from values 3:6
+    "layout": (
+        {"name": "other_arm", "state_fields": (("vel", 3), ("pos", 3)), "position_slice": (3, 6)},
+        "state_fields",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(OTHER_CONTRACTS))
+def test_store_follower_refuses_a_package_of_another_contract(tmp_path, kind):
+    from dataclasses import replace
+
+    from package_fixtures import CONTRACT
+
+    changes, named = OTHER_CONTRACTS[kind]
+    other = replace(CONTRACT, **changes)
+    assert other.flat_dim == CONTRACT.flat_dim and other != CONTRACT
+    store = _store_with(tmp_path, ["a", "other"], other={"contract": other.to_dict()})
+    follower = _follower(store)
+    running = follower.slot.current()
+    store.promote("other", {"passed": True, "reasons": []})
+    assert follower.poll_once() is None
+    assert follower.slot.current() is running and follower.slot.entry().label == "a"
+    assert follower.refused == ["other"]
+    error = follower.health()["refused"][0]["error"]
+    assert error.startswith("ContractMismatchError") and named in error and "the running controller builds" in error
+    assert follower.health()["refusals"] == 1 and follower.health()["last_error"] == error
+
+
+def _with_complex_selftest(folder):
+    """Replace a package's self-test observations by complex64 ones (re-sealed): its self-test raises a TypeError
+    (numpy cannot cast complex64 to float32) - neither ValueError nor OSError nor RuntimeError."""
+    from package_fixtures import reseal
+
+    from deploy.runtime.package import SELFTEST_FILE
+
+    with np.load(folder / SELFTEST_FILE) as data:
+        obs, actions = data["obs"].astype(np.complex64), data["actions"]
+    np.savez(folder / SELFTEST_FILE, obs=obs, actions=actions)
+    return reseal(folder, lambda manifest: None)
+
+
+def test_store_follower_survives_a_package_that_raises_anything_and_still_follows(tmp_path):
+    from package_fixtures import make_package
+
+    store = _store_with(tmp_path, ["a", "b"])
+    store.install(_with_complex_selftest(make_package(tmp_path / "src-bad")), "bad")
+    follower = _follower(store, interval_s=0.01).start()
+    try:
+        store.promote("bad", {"passed": True, "reasons": []})
+        assert _wait_for(lambda: follower.refused == ["bad"])
+        assert follower.alive and follower.slot.entry().label == "a"
+        store.promote("b", {"passed": True, "reasons": []})  # a later good promotion still reaches the slot
+        assert _wait_for(lambda: follower.slot.entry().label == "b")
+        assert follower.alive
+    finally:
+        follower.stop()
+    health = follower.health()
+    assert health["swaps"] == ["b"] and health["refusals"] == 1 and health["watch_errors"] == 0
+    assert health["refused"][0]["package"] == "bad" and health["refused"][0]["error"].startswith("TypeError")
+
+
+def test_store_follower_outlives_failing_polls(tmp_path):
+    """A poll that fails outside any package (here: the store unreadable three times) is counted, not fatal."""
+    store = _store_with(tmp_path, ["a", "b"])
+    follower = _follower(store, interval_s=0.01)
+    real_poll, failures = follower.poll_once, []
+
+    def flaky_poll():
+        if len(failures) < 3:
+            failures.append(1)
+            raise PermissionError(13, "Permission denied", str(follower.link))
+        return real_poll()
+
+    follower.poll_once = flaky_poll
+    follower.start()
+    try:
+        store.promote("b", {"passed": True, "reasons": []})
+        assert _wait_for(lambda: follower.slot.entry().label == "b")
+    finally:
+        follower.stop()
+    assert follower.watch_errors == 3 and follower.last_error.startswith("PermissionError")
+
+
+def test_contract_probe_is_one_observation_the_controller_would_build():
+    from package_fixtures import CONTRACT
+
+    from deploy.runtime.hotswap import contract_probe
+
+    probe = contract_probe(CONTRACT, (0.1, -0.2, 0.3))
+    # point_reach flat layout: pos 0:3, vel 3:6, history 6:12 (hold), achieved 12:15, desired 15:18
+    assert probe.dtype == np.float32 and probe.shape == (1, CONTRACT.flat_dim)
+    np.testing.assert_allclose(probe[0, 0:3], [0.1, -0.2, 0.3], rtol=1e-6)
+    assert not probe[0, 3:12].any()
+    np.testing.assert_array_equal(probe[0, 12:15], probe[0, 0:3])
+    np.testing.assert_array_equal(probe[0, 15:18], probe[0, 0:3])
+    with pytest.raises(ValueError, match="position_m must be 3 finite metres"):
+        contract_probe(CONTRACT, (0.1, np.nan, 0.3))
+
+
+def test_store_follower_needs_the_running_contract(tmp_path):
+    from deploy.runtime.hotswap import StoreFollower
+
+    slot = PolicySlot(lambda obs: np.zeros((len(obs), 3), np.float32))
+    with pytest.raises(TypeError, match="ObservationContract the running controller uses"):
+        StoreFollower(slot, tmp_path, _point_spec(), "point_reach")  # type: ignore[arg-type]
