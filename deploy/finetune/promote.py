@@ -220,8 +220,18 @@ def promote_if_passed(
     gate_report: dict[str, Any],
     checkpoint: str | Path | None = None,
 ) -> bool:
-    """Install and promote the candidate when ``gate_report["passed"]``; otherwise record the rejection."""
-    if not gate_report.get("passed", False):
+    """Install and promote the candidate when ``gate_report["passed"] is True``; otherwise record the rejection.
+
+    :param gate_report: ``GateReport.to_dict()``; its ``passed`` must be a bool (a report read back from text with
+        ``"passed": "false"`` is refused with ``ValueError``, nothing installed or recorded).
+    """
+    passed = gate_report.get("passed")
+    if not isinstance(passed, bool):
+        raise ValueError(
+            f"gate_report['passed'] must be a bool, got {passed!r} ({type(passed).__name__}); pass the gate's "
+            "GateReport.to_dict() (or a report parsed from its JSON), not a hand-edited or stringified one"
+        )
+    if not passed:
         store.reject(name, gate_report)
         return False
     store.install(candidate_dir, name, checkpoint)

@@ -49,6 +49,18 @@ def test_rejected_candidate_changes_nothing(tmp_path: Path, packages: dict[str, 
     assert store.history()[-1]["event"] == "reject"
 
 
+@pytest.mark.parametrize("report", [{"passed": "false"}, {"passed": "true"}, {"passed": 1}, {"passed": None}, {}])
+def test_a_report_whose_passed_is_not_a_bool_is_refused(tmp_path: Path, packages: dict[str, Path], report) -> None:
+    # "false" (a report read back from text) is truthy: it must neither promote nor be taken for a verdict.
+    store = PackageStore(tmp_path / "store")
+    promote_if_passed(store, packages["good"], "v1", PASSED)
+    events = len(store.history())
+    with pytest.raises(ValueError, match=r"gate_report\['passed'\] must be a bool, got"):
+        promote_if_passed(store, packages["good2"], "v2", report)
+    assert store.current_name() == "v1" and store.installed() == ["v1"]
+    assert len(store.history()) == events  # nothing installed, promoted or recorded
+
+
 def test_corrupt_package_is_never_installed(tmp_path: Path, packages: dict[str, Path]) -> None:
     bad = tmp_path / "bad"
     shutil.copytree(packages["good2"], bad)
