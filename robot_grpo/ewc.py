@@ -198,6 +198,9 @@ class EWCPenalty:
     :param lam: penalty strength lambda (>= 0). Larger keeps the policy closer to what it knew.
     :param gamma: online-EWC decay in [0, 1]: ``consolidate`` keeps gamma * F_old + F_new.
     :param consolidations: how many fine-tuning rounds this state has absorbed (bookkeeping, saved).
+
+    Anchor and Fisher must be finite; the policy's parameters must have the anchor's names and shapes
+    (:meth:`check_fits`, also run by the penalty and by ``consolidate``).
     """
 
     name = "ewc_penalty"
@@ -231,6 +234,12 @@ class EWCPenalty:
                 )
             if not torch.all(torch.isfinite(self.fisher[name])) or torch.any(self.fisher[name] < 0):
                 raise ValueError(f"{name}: the Fisher must be finite and >= 0")
+            n_bad = int((~torch.isfinite(self.anchor[name])).sum())
+            if n_bad:
+                raise ValueError(
+                    f"{name}: the anchor weights must be finite, {n_bad} of {self.anchor[name].numel()} are NaN or "
+                    "inf; the EWC state is damaged: re-export the package from its checkpoint (robot-grpo export)"
+                )
         self.lam = float(lam)
         self.gamma = float(gamma)
         self.consolidations = int(consolidations)
@@ -246,7 +255,12 @@ class EWCPenalty:
         """Anchor at ``policy``'s current weights with the given Fisher."""
         return cls(_snapshot(policy), fisher, lam, gamma)
 
-    def _check_names(self, params: Mapping[str, torch.Tensor]) -> None:
+    def check_fits(self, policy: nn.Module) -> None:
+        """Refuse a policy whose trainable parameters differ from the anchor's in name or shape (a shape mismatch
+        would otherwise broadcast into a wrong penalty and a wrongly shaped Fisher)."""
+        self._check_params(trainable_parameters(policy))
+
+    def _check_params(self, params: Mapping[str, torch.Tensor]) -> None:
         if set(params) != set(self.anchor):
             raise ValueError(
                 "the policy's parameters do not match the EWC anchor: missing from the anchor "
@@ -254,11 +268,18 @@ class EWCPenalty:
                 f"not in the policy {sorted(set(self.anchor) - set(params))}; "
                 "the anchor must come from the same policy architecture"
             )
+        for name, p in params.items():
+            if self.anchor[name].shape != p.shape:
+                raise ValueError(
+                    f"{name}: the EWC anchor has shape {tuple(self.anchor[name].shape)}, the policy's parameter "
+                    f"{tuple(p.shape)}; the anchor must come from the same policy architecture (re-export the "
+                    "package from the checkpoint it was trained from)"
+                )
 
     def __call__(self, policy: nn.Module) -> torch.Tensor:
         """The penalty for ``policy``'s current weights (a scalar tensor with autograd)."""
         params = trainable_parameters(policy)
-        self._check_names(params)
+        self._check_params(params)
         total = None
         for name, p in params.items():
             anchor = self.anchor[name].to(device=p.device, dtype=p.dtype)
@@ -270,9 +291,14 @@ class EWCPenalty:
     def consolidate(self, policy: nn.Module, new_fisher: Mapping[str, torch.Tensor]) -> None:
         """Online EWC after a fine-tuning round: F <- gamma * F_old + F_new, anchor <- the policy's weights."""
         params = _snapshot(policy)
-        self._check_names(params)
+        self._check_params(params)
         if set(new_fisher) != set(self.fisher):
             raise ValueError("the new Fisher must name the same parameters as the old one")
+        for name, f in new_fisher.items():
+            if f.shape != self.fisher[name].shape:
+                raise ValueError(
+                    f"{name}: the new Fisher has shape {tuple(f.shape)}, the old {tuple(self.fisher[name].shape)}"
+                )
         self.fisher = {k: self.gamma * self.fisher[k] + new_fisher[k].detach().to(self.fisher[k]) for k in self.fisher}
         self.anchor = params
         self.consolidations += 1

@@ -26,7 +26,8 @@ pi(a|s,g')/pi(a|s,g_i)); their original-goal rows are dropped because members ch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,7 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 
-from robot_grpo.buffers import ComputeReward, GroupRolloutSamples, HindsightGroupBuffer
+from robot_grpo.buffers import ComputeReward, GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer
 from robot_grpo.policies import GoalGaussianPolicy
 
 DEFAULT_GOAL_TOLERANCE_M = 0.01  # targets closer than 1 cm count as the same target
@@ -105,6 +106,12 @@ def episode_from_ticks(
     achieved = slice(dim - 2 * goal_dim, dim - goal_dim)
     desired = slice(dim - goal_dim, dim)
     goals = obs_flat[:, desired]
+    bad_goal = np.flatnonzero(~np.all(np.isfinite(goals), axis=1))
+    if bad_goal.size:
+        raise ValueError(
+            f"episode {episode_id}: the desired goal is NaN or inf at tick(s) {bad_goal.tolist()}; drop the "
+            "episode (deploy.finetune.dataset skips episodes with non-finite values)"
+        )
     if not np.allclose(goals, goals[0], atol=1e-6):
         raise ValueError(f"episode {episode_id}: the desired goal changes inside the episode; cut episodes by target")
     return LoggedEpisode(
@@ -126,7 +133,7 @@ class GroupedEpisodes:
     hindsight_groups: list[list[LoggedEpisode]] = field(default_factory=list)
     dropped_short: int = 0  # episodes shorter than n_steps (e.g. stopped by the safety filter)
     dropped_unmatched: int = 0  # left over after packing into groups of group_size
-    dropped_nonfinite: int = 0  # episodes with NaN / inf observations or actions
+    dropped_nonfinite: int = 0  # episodes with NaN / inf observations, actions, achieved goals or goal
 
     def stats(self) -> dict[str, float]:
         return {
@@ -146,7 +153,8 @@ def group_by_target(
 ) -> GroupedEpisodes:
     """Cluster episodes by target (greedy, in episode order, Euclidean distance to the cluster's first target).
 
-    Episodes are truncated to ``n_steps`` transitions; shorter ones and non-finite ones are dropped (counted).
+    Episodes are truncated to ``n_steps`` transitions; shorter ones and those with a NaN / inf value in the used
+    transitions (observations, actions, achieved goals, goal) are dropped (counted).
     Each cluster gives ``len // group_size`` target groups; the leftovers of all clusters are packed, in order,
     into hindsight-only groups of ``group_size``; what remains after that is dropped (counted).
     """
@@ -162,10 +170,10 @@ def group_by_target(
         if ep.n_steps < n_steps:
             out.dropped_short += 1
             continue
-        if not (np.all(np.isfinite(ep.observations)) and np.all(np.isfinite(ep.actions))):
+        ep = _truncate(ep, n_steps)
+        if not _all_finite(ep):  # a NaN achieved goal would score as a success under a sparse reward
             out.dropped_nonfinite += 1
             continue
-        ep = _truncate(ep, n_steps)
         for target, members in clusters:
             if np.linalg.norm(ep.goal - target) <= goal_tolerance_m:
                 members.append(ep)
@@ -181,6 +189,11 @@ def group_by_target(
     out.hindsight_groups = [rest[i * group_size : (i + 1) * group_size] for i in range(n_rest)]
     out.dropped_unmatched = len(rest) - n_rest * group_size
     return out
+
+
+def _all_finite(ep: LoggedEpisode) -> bool:
+    """Whether the observations, actions, achieved goals and goal the rows are built from are all finite."""
+    return all(np.all(np.isfinite(a)) for a in (ep.observations, ep.actions, ep.achieved_next, ep.goal))
 
 
 def _truncate(ep: LoggedEpisode, n_steps: int) -> LoggedEpisode:
@@ -269,6 +282,33 @@ def check_intervention_penalty(penalty: float) -> None:
         raise ValueError(f"intervention_penalty must be a finite reward >= 0, got {penalty}")
 
 
+# Buffer options build_finetune_samples sets itself (from the groups and the model), so hindsight_kwargs may not.
+_SET_BY_FINETUNE = frozenset(
+    {"n_steps", "observation_space", "action_space", "group_size", "n_groups", "device", "gamma", "hindsight_only"}
+)
+
+
+def hindsight_buffer_options() -> tuple[str, ...]:
+    """The keyword options ``hindsight_kwargs`` may set: those of :class:`HindsightGroupBuffer` and its base
+    :class:`GroupRolloutBuffer`, less the ones :func:`build_finetune_samples` sets itself (sorted)."""
+    names: set[str] = set()
+    for cls in (HindsightGroupBuffer, GroupRolloutBuffer):
+        for param in inspect.signature(cls.__init__).parameters.values():
+            if param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY) and param.name != "self":
+                names.add(param.name)
+    return tuple(sorted(names - _SET_BY_FINETUNE))
+
+
+def check_hindsight_kwargs(hindsight_kwargs: Mapping[str, Any] | None) -> None:
+    """Refuse hindsight buffer options the buffer does not take (e.g. a misspelt key), naming the allowed ones."""
+    allowed = hindsight_buffer_options()
+    unknown = sorted(set(hindsight_kwargs or {}) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"unknown hindsight buffer option(s) {unknown} in hindsight_kwargs; allowed keys: {', '.join(allowed)}"
+        )
+
+
 def intervened_flags(ep: LoggedEpisode, n_steps: int) -> np.ndarray:
     """An episode's per-transition intervention flags as float32 [n_steps]; refuses an episode logged without
     them (a penalty needs to know where the filter stepped in)."""
@@ -302,6 +342,7 @@ def build_finetune_samples(
         (>= 0; 0 = the task's reward only). Members that lean on the filter score below those that do not.
     """
     check_intervention_penalty(intervention_penalty)
+    check_hindsight_kwargs(hindsight_kwargs)
     sets = [(grouped.groups, False), (grouped.hindsight_groups, True)]
     if not grouped.groups and not grouped.hindsight_groups:
         raise ValueError(

@@ -2,7 +2,9 @@
 
 Reads the runtime's crash-tolerant tick log (``deploy.runtime.ticklog``), cuts it into episodes by episode id
 and turns each into transitions with :func:`robot_grpo.finetune_data.episode_from_ticks`. Ticks where the filter
-intervened are counted per episode, which the gate compares.
+intervened are counted per episode, which the gate compares. Episodes the policy did not drive throughout are
+skipped and counted (``LogDataset.skipped_*``): a held tick, a safe stop, a policy fault (the runtime held in the
+policy's place and logged the hold as its proposal), NaN / inf in an observation or an action.
 
 Which action GRPO trains on (``action``):
 
@@ -25,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from deploy.contract import ObservationContract
+from deploy.runtime.safety import POLICY_FAULT
 from deploy.runtime.ticklog import TickRecord, read_ticklog, split_episodes, stack_field
 from robot_grpo.finetune_data import LoggedEpisode, episode_from_ticks
 
@@ -42,6 +45,8 @@ class LogDataset:
     skipped_wrong_shape: int = 0  # episodes whose observations do not match the contract
     skipped_held: int = 0  # episodes with ticks the runtime held without asking the policy (stale, implausible state)
     skipped_stopped: int = 0  # episodes that ended in a safe stop
+    skipped_policy_fault: int = 0  # episodes with ticks where the policy failed and the runtime held in its place
+    skipped_nonfinite: int = 0  # episodes with NaN / inf in an observation or the trained action
 
     @property
     def interventions_per_episode(self) -> float:
@@ -62,7 +67,8 @@ def episodes_from_records(
     :param records: tick records in log order.
     :param contract: the running policy's contract (checks the flat observation layout).
     :param keep_stopped: keep episodes that ended in a safe stop (default: skip them, they were cut short by
-        the safety layer and their last ticks are holds, not the policy's doing).
+        the safety layer and their last ticks are holds, not the policy's doing). Episodes with a held tick, a
+        policy fault or a NaN / inf value are always skipped (counted in the result).
     :param action: the action to train on, ``"sent"`` or ``"proposed"`` (see the module docstring).
     """
     check_trained_action(action)
@@ -78,6 +84,12 @@ def episodes_from_records(
             continue
         if not keep_stopped and any(t.stop for t in ticks):
             out.skipped_stopped += 1
+            continue
+        if any(POLICY_FAULT in t.reasons for t in ticks):  # the logged proposal there is the runtime's hold
+            out.skipped_policy_fault += 1
+            continue
+        if not (np.all(np.isfinite(obs)) and np.all(np.isfinite(actions))):
+            out.skipped_nonfinite += 1
             continue
         intervened = np.array([bool(t.reasons) for t in ticks])
         out.episodes.append(

@@ -35,6 +35,7 @@ from robot_grpo.ewc import DEFAULT_EWC_GAMMA, DEFAULT_EWC_LAMBDA, EWCPenalty, ga
 from robot_grpo.finetune_data import (
     DEFAULT_GOAL_TOLERANCE_M,
     build_finetune_samples,
+    check_hindsight_kwargs,
     check_intervention_penalty,
     finetune_on_samples,
     group_by_target,
@@ -63,7 +64,8 @@ class RoundConfig:
     :param ewc_lambda: EWC strength; 0 turns the penalty off (plain fine-tuning).
     :param ewc_gamma: online-EWC decay of the old Fisher.
     :param sim_every: mix one fresh sim group rollout after every N log updates (0 = logs only).
-    :param hindsight_kwargs: options of the hindsight buffer (strategy, n_sampled_goal, ...).
+    :param hindsight_kwargs: options of the hindsight buffer (``hindsight_strategy``, ``n_sampled_goal``, ...; the
+        allowed keys: ``robot_grpo.finetune_data.hindsight_buffer_options()``).
     :param seed: seed of the hindsight goal draws and of the minibatch order (generators of the round's own).
     :param trained_action: the logged action GRPO trains on, ``"sent"`` (the filter's command, what the robot
         executed) or ``"proposed"`` (the policy's sample); see ``deploy.finetune.dataset``.
@@ -87,6 +89,7 @@ class RoundConfig:
     def __post_init__(self) -> None:
         check_trained_action(self.trained_action)
         check_intervention_penalty(self.intervention_penalty)
+        check_hindsight_kwargs(self.hindsight_kwargs)
 
 
 @dataclass
@@ -122,6 +125,8 @@ def finetune_from_dataset(
 ) -> RoundResult:
     """Fine-tune ``model`` (in place, through its public methods) on the logged episodes; consolidate the EWC state
     (online EWC). ``ewc`` itself is left as it was: the result holds the new state, with ``config``'s lambda/gamma."""
+    if ewc is not None:
+        ewc.check_fits(model.policy)  # before any work: a wrong anchor would broadcast into a wrong penalty
     n_steps = config.n_steps or model.n_steps
     grouped = group_by_target(dataset.episodes, config.group_size, n_steps, config.goal_tolerance_m)
     deployed = copy.deepcopy(model.policy)
@@ -182,14 +187,15 @@ def run_round(
     config = config or RoundConfig()
     running = store.load_current()
     contract: ObservationContract = running.contract
+    ewc = None
+    if EWC_FILE in running.manifest["files"]:  # read and checked against the model before the logs
+        state = ewc_from_bytes(running.read_verified(EWC_FILE), source=f"{store.current_name()}/{EWC_FILE}")
+        ewc = EWCPenalty(state.params, state.fisher, config.ewc_lambda, config.ewc_gamma, state.consolidations)
+        ewc.check_fits(model.policy)
     dataset = load_log_dataset(log_path, contract, action=config.trained_action)
     logger.info(
         "finetune: %d logged episodes from %s; %d GRPO updates", len(dataset.episodes), log_path, config.n_updates
     )
-    ewc = None
-    if EWC_FILE in running.manifest["files"]:
-        state = ewc_from_bytes(running.read_verified(EWC_FILE), source=f"{store.current_name()}/{EWC_FILE}")
-        ewc = EWCPenalty(state.params, state.fisher, config.ewc_lambda, config.ewc_gamma, state.consolidations)
     compute_reward = gate_envs["original"].unwrapped.compute_reward
     result = finetune_from_dataset(model, dataset, compute_reward, ewc, config)
     anchor = None

@@ -32,12 +32,18 @@ class GaussianExploration:
     """Wrap a policy (flat float32 [B, D] -> [B, A]) so it proposes its mean plus Gaussian noise.
 
     :param policy: the deterministic policy (an inference backend or a ``PolicySlot``).
-    :param std: noise std per action dimension (command units), or one value for all.
+    :param std: noise std per action dimension, shape ``(action_dim,)`` (command units), or one value for all.
+    :param action_dim: the policy's action size (``contract.action_dim``); ``std`` must fit it.
     :param seed: seed of the noise generator (runs are reproducible).
     """
 
-    def __init__(self, policy: Any, std: np.ndarray | float, seed: int = 0) -> None:
+    def __init__(self, policy: Any, std: np.ndarray | float, action_dim: int, seed: int = 0) -> None:
         std = np.asarray(std, dtype=np.float64)
+        if std.shape not in ((), (action_dim,)):
+            raise ValueError(
+                f"exploration std has shape {std.shape}, the policy's action has {action_dim} dimension(s); give "
+                f"one std per action dimension, shape ({action_dim},), or a single value for all"
+            )
         if not np.all(np.isfinite(std)) or np.any(std < 0):
             raise ValueError(f"exploration std must be finite and >= 0 (command units), got {std}")
         self.policy = policy
@@ -67,7 +73,8 @@ def line_exploration(
     """The production line's exploration: ``policy``'s mean plus noise of ``std_scale`` times the package's std.
 
     :param policy: the deterministic policy (an inference backend).
-    :param package: the running policy package (its ``ewc.npz`` holds the policy's ``log_std``).
+    :param package: the running policy package (its ``ewc.npz`` holds the policy's ``log_std``, its contract the
+        action size that std must fit).
     :param std_scale: the noise std as a multiple of the policy's std (> 0; 1 = the policy's own Gaussian).
     :param seed: seed of the noise generator.
     """
@@ -76,4 +83,11 @@ def line_exploration(
             f"explore_std_scale must be a finite number > 0 (a multiple of the policy's std), got {std_scale}; "
             "to run without noise, turn explore off"
         )
-    return GaussianExploration(policy, std_scale * policy_std(package), seed=seed)
+    std, action_dim = policy_std(package), package.contract.action_dim
+    if std.shape not in ((), (action_dim,)):
+        raise ValueError(
+            f"package {package.folder}: {LOG_STD_KEY!r} in its ewc.npz has shape {std.shape}, its contract's action "
+            f"has {action_dim} dimension(s), so the EWC anchor does not belong to this policy; re-export the package "
+            "with robot-grpo export"
+        )
+    return GaussianExploration(policy, std_scale * std, action_dim, seed=seed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -183,3 +184,31 @@ def test_with_strength_copies_the_state_with_another_lambda_and_gamma() -> None:
     assert stronger(policy).item() == pytest.approx(10.0 * term(policy).item())
     stronger.fisher["log_std"].add_(1.0)
     assert not torch.equal(stronger.fisher["log_std"], term.fisher["log_std"])  # no shared tensors
+
+
+@pytest.mark.parametrize("shape", [(1,), (2, 1)])
+def test_an_anchor_shaped_unlike_the_policy_is_refused_not_broadcast(shape: tuple[int, ...]) -> None:
+    """A (2, 1) anchor for the (2,) log-std would broadcast: a penalty over 4 pairs instead of 2, and consolidate
+    would build a (2, 2) Fisher; a (1,) anchor would silently pull both entries to one value."""
+    policy = LinearGaussian(3, 2)
+    anchor = {k: v.detach().clone() for k, v in policy.named_parameters()}
+    anchor["log_std"] = torch.ones(shape)
+    fisher = {k: torch.ones_like(v) for k, v in anchor.items()}
+    term = EWCPenalty(anchor, fisher)
+    message = rf"log_std: the EWC anchor has shape {re.escape(str(shape))}, the policy's parameter \(2,\)"
+    with pytest.raises(ValueError, match=message):
+        term(policy)
+    with pytest.raises(ValueError, match=message):
+        term.consolidate(policy, _random_fisher(policy, 0))
+    with pytest.raises(ValueError, match=message):
+        term.check_fits(policy)  # what a round runs on the loaded state before any work
+    assert term.anchor["log_std"].shape == shape and term.consolidations == 0  # nothing was changed
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_anchor_is_refused_at_construction(bad: float) -> None:
+    policy = LinearGaussian(3, 2)
+    anchor = {k: v.detach().clone() for k, v in policy.named_parameters()}
+    anchor["mu.bias"][1] = bad
+    with pytest.raises(ValueError, match="mu.bias: the anchor weights must be finite, 1 of 2 are NaN or inf"):
+        EWCPenalty(anchor, _random_fisher(policy, 2))

@@ -12,6 +12,7 @@ from robot_grpo.finetune_data import (
     episode_from_ticks,
     goal_spaces,
     group_by_target,
+    hindsight_buffer_options,
 )
 from robot_grpo.policies import GoalGaussianPolicy
 
@@ -78,6 +79,28 @@ def test_grouping_by_target_with_tolerance_and_leftovers() -> None:
         group_by_target(eps, group_size=1, n_steps=8)
 
 
+def test_an_episode_with_a_nan_achieved_goal_or_goal_is_dropped() -> None:
+    """A NaN achieved goal is never "farther than the threshold", so a sparse reward would score it as a success."""
+    rng = np.random.default_rng(4)
+    a = [0.1, 0.0, 0.0]
+    eps = [fake_episode(i, a, 9, rng) for i in range(4)]
+    eps[1].achieved_next[5] = np.nan  # the last used outcome (step 6 of 6) of an attempt that missed
+    eps[2].goal[0] = np.inf
+    eps[3].achieved_next[7] = np.nan  # past the 6 steps used: truncated away, the episode is kept
+    grouped = group_by_target(eps, group_size=2, n_steps=6)
+    assert grouped.dropped_nonfinite == 2
+    assert [[e.episode_id for e in g] for g in grouped.groups] == [[0, 3]]
+    assert sparse_reward(np.full((1, 3), np.nan), np.zeros((1, 3)), None)[0] == 0.0  # NaN > threshold is False
+    assert grouped.stats()["finetune/dropped_nonfinite"] == 2.0
+
+
+def test_a_nan_desired_goal_is_named_not_called_a_moving_target() -> None:
+    obs = np.zeros((3, 7), dtype=np.float32)
+    obs[1, -1] = np.nan
+    with pytest.raises(ValueError, match=r"desired goal is NaN or inf at tick\(s\) \[1\]"):
+        episode_from_ticks(1, obs, np.zeros((3, 1)), goal_dim=3)
+
+
 def make_policy() -> GoalGaussianPolicy:
     th.manual_seed(0)
     obs_space, act_space = goal_spaces(OBS_DIM, GOAL_DIM, ACTION_DIM)
@@ -120,6 +143,15 @@ def test_no_complete_group_is_a_clear_error() -> None:
     grouped = group_by_target([fake_episode(0, [0.1, 0, 0], 9, rng)], group_size=2, n_steps=8)
     with pytest.raises(ValueError, match="no complete group"):
         build_finetune_samples(grouped, make_policy(), sparse_reward, rng)
+
+
+def test_a_misspelt_hindsight_option_is_refused_naming_the_allowed_keys() -> None:
+    rng = np.random.default_rng(5)
+    eps = [fake_episode(i, [0.1, 0, 0], 9, rng) for i in range(2)]
+    grouped = group_by_target(eps, group_size=2, n_steps=8)
+    assert "n_sampled_goal" in hindsight_buffer_options() and "gamma" not in hindsight_buffer_options()
+    with pytest.raises(ValueError, match=r"\['n_sampled_goals'\].*allowed keys: .*n_sampled_goal"):
+        build_finetune_samples(grouped, make_policy(), sparse_reward, rng, hindsight_kwargs={"n_sampled_goals": 4})
 
 
 def test_finetune_driver_applies_the_ewc_term_through_the_public_api() -> None:

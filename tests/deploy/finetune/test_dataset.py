@@ -104,3 +104,35 @@ def test_fine_tuning_trains_on_the_sent_command_unless_asked_for_the_proposal(tm
     np.testing.assert_allclose(proposed.actions[:, 0], [0.01, 0.02, 0.03], rtol=1e-6)
     with pytest.raises(ValueError, match="'sent', 'proposed'"):
         load_log_dataset(path, CONTRACT, action="filtered")
+
+
+@pytest.mark.parametrize("action", ["sent", "proposed"])
+def test_an_episode_with_a_policy_fault_is_skipped_not_trained_as_the_policys_hold(tmp_path: Path, action) -> None:
+    """On a policy-fault tick the runtime held in the policy's place and logged that hold as the proposal: training
+    on it (either action) would credit the policy with a choice it never made."""
+    path = tmp_path / "ticks.tlog"
+    with TickLogWriter(path, fsync_interval_s=None) as writer:
+        for t in range(5):
+            writer.append(record(t, 1, reasons=("policy_fault",) if t == 2 else ()))  # one faulty tick mid-episode
+        for t in range(5, 9):
+            writer.append(record(t, 2))
+    data = load_log_dataset(path, CONTRACT, action=action)
+    assert [ep.episode_id for ep in data.episodes] == [2]
+    assert data.skipped_policy_fault == 1
+
+
+def test_episodes_with_nan_values_are_skipped_not_the_whole_load(tmp_path: Path) -> None:
+    """A NaN desired goal in one episode and a NaN final achieved goal in another drop those two episodes (a NaN
+    achieved goal would score as a success under a sparse reward); the good one is kept."""
+    path = tmp_path / "ticks.tlog"
+    good = [record(t, 1) for t in range(4)]
+    nan_goal = [record(4 + t, 2) for t in range(4)]
+    nan_goal[1].obs_flat[-3:] = np.nan  # desired goal: the last 3 values
+    nan_achieved = [record(8 + t, 3) for t in range(4)]
+    nan_achieved[-1].obs_flat[-6:-3] = np.nan  # achieved goal of the last tick: the last transition's outcome
+    with TickLogWriter(path, fsync_interval_s=None) as writer:
+        for r in good + nan_goal + nan_achieved:
+            writer.append(r)
+    data = load_log_dataset(path, CONTRACT)
+    assert [ep.episode_id for ep in data.episodes] == [1]
+    assert data.skipped_nonfinite == 2

@@ -22,7 +22,7 @@ from robot_grpo.grpo import GRPO
 
 ENV_KWARGS = {"delay": 1}
 LIMITS = SafetyLimits(workspace_low=(-0.3,) * 3, workspace_high=(0.3,) * 3, max_action_rate=2.0)
-LENIENT = GateConfig(n_episodes=4, original_margin=1.0, current_tolerance=1.0, max_extra_interventions=1e9)
+LENIENT = GateConfig(n_episodes=10, original_margin=1.0, current_tolerance=1.0, max_extra_interventions=1e9)
 
 
 def write_line_log(model: GRPO, env: gym.Env, path: Path, n_targets: int, attempts: int) -> None:
@@ -87,3 +87,9 @@ def test_a_fine_tuned_package_counts_as_trained_for_the_robots_new_delay():
 
     assert widened_delay_range((2, 2), (6, 6)) == (2, 6)  # tuned on the delay-6 robot's logs, gated on both
     assert widened_delay_range((1, 3), (2, 2)) == (1, 3)
+
+
+def test_a_misspelt_hindsight_option_is_refused_when_the_round_is_configured():
+    with pytest.raises(ValueError, match=r"\['n_sampled_goals'\].*allowed keys: .*n_sampled_goal"):
+        RoundConfig(hindsight_kwargs={"n_sampled_goals": 4})
+    assert RoundConfig(hindsight_kwargs={"n_sampled_goal": 4}).hindsight_kwargs == {"n_sampled_goal": 4}
