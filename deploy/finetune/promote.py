@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from deploy.runtime.hotswap import CURRENT_LINK as CURRENT
+from deploy.runtime.hotswap import PACKAGES_DIR as PACKAGES
+from deploy.runtime.hotswap import TMP_PREFIX
 from deploy.runtime.package import PolicyPackage, load_package
 
-PACKAGES = "packages"
 CHECKPOINTS = "checkpoints"
 PREVIOUS = "previous"
 HISTORY = "history.jsonl"
-TMP_PREFIX = ".tmp-"
 
 
 def _fsync_dir(path: Path) -> None:

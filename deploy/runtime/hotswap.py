@@ -40,7 +40,10 @@ from deploy.runtime.compatibility import check_compatibility
 from deploy.runtime.package import load_package
 
 logger = logging.getLogger(__name__)
-CURRENT_LINK = "current"  # the store's link to the running package (deploy.finetune.promote.PackageStore)
+# A package store's layout (deploy.finetune.promote.PackageStore writes it; the follower reads it):
+CURRENT_LINK = "current"  # the link to the running package
+PACKAGES_DIR = "packages"  # installed (verified) packages, one folder each; current points at one of them
+TMP_PREFIX = ".tmp-"  # a package folder still being copied in
 
 Backend = Callable[[np.ndarray], np.ndarray]
 """obs_flat float32 [B, D] -> actions float32 [B, A] (deploy.runtime.backends.InferenceBackend)."""
@@ -289,6 +292,7 @@ class StoreFollower:
         if resolved.name == self.slot.entry().label or resolved.name in self.refused:
             return None
         try:
+            self._check_installed(resolved)
             package = load_package(resolved)
             differences = contract_differences(self.contract, package.contract)
             if differences:
@@ -310,6 +314,17 @@ class StoreFollower:
         logger.info("store %s: swapped in package %s (slot version %d)", self.link, resolved.name, entry.version)
         self.swaps.append(resolved.name)
         return entry
+
+    def _check_installed(self, resolved: Path) -> None:
+        """Refuse a ``current`` link that does not point at an installed package of this store: a folder outside
+        its ``packages/`` (never installed nor gated) or one still being copied in."""
+        packages = Path(os.path.realpath(self.link.parent / PACKAGES_DIR))
+        if resolved.parent != packages or resolved.name.startswith(TMP_PREFIX):
+            raise ValueError(
+                f"{self.link} points at {resolved}, which is not an installed package of this store (a folder in "
+                f"{packages}, not a {TMP_PREFIX}* copy in progress); promote packages with the store's commands "
+                "(deploy.finetune.promote), never by editing the link"
+            )
 
     def _watch(self) -> None:
         while not self._stop.wait(self.interval_s):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -247,6 +248,29 @@ def test_store_follower_keeps_the_running_policy_when_the_new_package_does_not_f
     assert follower.poll_once() is None
     assert slot.current() is running and follower.refused == ["b"]
     assert follower.poll_once() is None  # refused once, not retried every interval
+
+
+@pytest.mark.parametrize("where", ["outside", "copy_in_progress"])
+def test_store_follower_refuses_a_link_to_a_package_the_store_never_installed(tmp_path, where):
+    """``current`` edited by hand to a sealed, fitting package outside the store's ``packages/`` (never installed,
+    never gated), or to a folder still being copied in: refused, the running policy stays (before: swapped in)."""
+    import os
+    import shutil
+
+    from package_fixtures import make_package
+
+    store = _store_with(tmp_path, ["a"])
+    follower = _follower(store)
+    running = follower.slot.current()
+    rogue = make_package(tmp_path / "rogue")
+    if where == "copy_in_progress":
+        rogue = Path(shutil.copytree(rogue, store.root / "packages" / ".tmp-b-1234"))
+    link = store.root / "current"
+    os.unlink(link)
+    os.symlink(rogue, link)
+    assert follower.poll_once() is None
+    assert follower.slot.current() is running and follower.refused == [rogue.name]
+    assert "not an installed package of this store" in follower.last_error
 
 
 def test_store_follower_runs_on_its_own_thread_and_stops(tmp_path):
