@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 from loop_fixtures import CONTRACT, DELAY, DelayAwareP, robot_spec, run_loop, seeded_goals
-from scripted_robot import ScriptedClock, ScriptedRobot
+from scripted_robot import POSE, ScriptedClock, ScriptedRobot
 
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
@@ -194,6 +194,14 @@ def test_a_robot_that_latches_its_e_stop_in_run_is_stopped_and_the_episode_abort
     assert not [r for r in run.records if stop.tick <= r.tick < resumed.tick and r.obs_flat.size]
 
 
+def _run_scripted(robot: ScriptedRobot, clock: ScriptedClock, config: LoopConfig, on_tick=None, policy=None):
+    """Run the loop against a scripted robot on the test's clock, one goal at the robot's resting pose."""
+    controller = Controller(
+        robot, CONTRACT, policy or DelayAwareP(), robot_spec(), GoalSource([POSE]), config, on_tick=on_tick, clock=clock
+    )
+    return controller.run()
+
+
 class ChattyRobotLink(ScriptedRobot):
     """The scripted robot, answering every message at once with one frame that is no e-stop acknowledgement (an
     ACK, or a state of the wrong length that the runtime drops as malformed)."""
@@ -219,9 +227,7 @@ def test_the_shutdown_e_stop_goes_out_at_most_once_per_period(answer: str):
     clock = ScriptedClock()
     link = ChattyRobotLink(clock, answer)
     config = LoopConfig(period_s=PERIOD_S, stop_ack_timeout_s=0.5, max_ticks=1, freeze_gc=False)
-    goals = GoalSource([[1.3, 0.75, 0.6]])
-    controller = Controller(link, CONTRACT, DelayAwareP(), robot_spec(), goals, config, clock=clock)
-    report = controller.run()
+    report = _run_scripted(link, clock, config)
     periods = config.stop_ack_timeout_s / PERIOD_S  # 50
     assert periods <= link.received["EStopMsg"] <= periods + 1
     assert report.counts["stop_not_acknowledged"] == 1
@@ -242,11 +248,7 @@ def test_only_invalid_states_after_a_safe_stop_end_the_run_after_recover_timeout
 
     recover_s = 0.2
     config = LoopConfig(period_s=PERIOD_S, recover_timeout_s=recover_s, max_ticks=1000, freeze_gc=False)
-    goals = GoalSource([[1.3, 0.75, 0.6]])
-    controller = Controller(
-        robot, CONTRACT, DelayAwareP(), robot_spec(), goals, config, on_tick=go_bad_in_hold, clock=clock
-    )
-    report = controller.run()
+    report = _run_scripted(robot, clock, config, on_tick=go_bad_in_hold)
     stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
     assert stop.source is LoopState.HOLD
     assert robot.estop and report.counts.get("estop_repeats", 0) == 0  # acknowledged at once
@@ -270,9 +272,7 @@ def test_a_homed_state_with_the_e_stop_active_never_starts_the_episode():
     config = LoopConfig(
         period_s=PERIOD_S, home_retry_ticks=3, max_home_retries=retries, recover=False, max_ticks=200, freeze_gc=False
     )
-    goals = GoalSource([[1.3, 0.75, 0.6]])
-    controller = Controller(robot, CONTRACT, policy, robot_spec(), goals, config, clock=clock)
-    report = controller.run()
+    report = _run_scripted(robot, clock, config, policy=policy)
     assert robot.received["HomeMsg"] == 1 + retries
     assert not [t for t in report.transitions if t.target is LoopState.RUN]
     assert policy.calls == 0
@@ -298,11 +298,7 @@ def test_a_robot_that_answers_but_never_acknowledges_the_stop_ends_the_run():
 
     ack_s = 0.2
     config = LoopConfig(period_s=PERIOD_S, stop_ack_timeout_s=ack_s, max_ticks=1000, freeze_gc=False)
-    goals = GoalSource([[1.3, 0.75, 0.6]])
-    controller = Controller(
-        robot, CONTRACT, DelayAwareP(), robot_spec(), goals, config, on_tick=nan_in_hold_then_valid, clock=clock
-    )
-    report = controller.run()
+    report = _run_scripted(robot, clock, config, on_tick=nan_in_hold_then_valid)
     stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
     end = report.transitions[-1]
     assert end.target is LoopState.DONE and "without acknowledging" in end.reason, end.reason
