@@ -35,6 +35,7 @@ from deploy.contract_dict import INTEGER_KEYS, NUMBER_KEYS, check_contract_dict,
 OBS_KEYS = ("observation", "achieved_goal", "desired_goal")
 CONTRACT_FORMAT_VERSION = 1
 MAX_DELAY_STEPS = 8  # longest actuation delay (control steps) any robot, env, spec or probe may have
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # the policy takes float32: a value of larger magnitude becomes inf
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from deploy.contract import FLOAT32_MAX
 from deploy.wire.messages import MAX_SEED
-
-FLOAT32_MAX = float(np.finfo(np.float32).max)  # the policy sees the goal as float32: larger values become inf
 
 
 @dataclass(frozen=True)

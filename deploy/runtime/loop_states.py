@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from deploy.contract import FLOAT32_MAX
 from deploy.runtime.loop_config import HOME_RETRY_ROUND_TRIPS
 from deploy.runtime.policy_guard import OVERRUN
 from deploy.runtime.safety import (
@@ -69,7 +70,6 @@ ESTOP_NOT_ACKNOWLEDGED = "estop_not_acknowledged"  # count: the robot kept answe
 NON_FINITE_STATE = "non_finite"  # verdict kind of a state with a NaN/inf value (as float32); counted as ``nan_states``
 NAN_STATES = "nan_states"
 INVALID_STATE_PREFIXES = ("malformed_", "implausible_")  # counters of states received and rejected
-FLOAT32_MAX = float(np.finfo(np.float32).max)  # the policy takes float32: a larger magnitude becomes inf
 
 
 class StateHandling:
