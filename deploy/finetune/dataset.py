@@ -4,7 +4,8 @@ Reads the runtime's crash-tolerant tick log (``deploy.runtime.ticklog``), cuts i
 and turns each into transitions with :func:`robot_grpo.finetune_data.episode_from_ticks`. Ticks where the filter
 intervened are counted per episode, which the gate compares. Episodes the policy did not drive throughout are
 skipped and counted (``LogDataset.skipped_*``): a held tick, a safe stop, a policy fault (the runtime held in the
-policy's place and logged the hold as its proposal), NaN / inf in an observation or an action.
+policy's place and logged the hold as its proposal), NaN / inf in an observation or an action, damage in the log
+next to or inside the episode (the reader skipped bytes there: ticks may be missing).
 
 Which action GRPO trains on (``action``):
 
@@ -21,6 +22,7 @@ Which action GRPO trains on (``action``):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +30,7 @@ import numpy as np
 
 from deploy.contract import ObservationContract
 from deploy.runtime.safety import POLICY_FAULT
-from deploy.runtime.ticklog import TickRecord, read_ticklog, split_episodes, stack_field
+from deploy.runtime.ticklog import TickRecord, scan_ticklog, split_episodes, stack_field, warn_damage
 from robot_grpo.finetune_data import LoggedEpisode, episode_from_ticks
 
 MIN_EPISODE_TICKS = 2  # one transition needs two ticks
@@ -47,6 +49,7 @@ class LogDataset:
     skipped_stopped: int = 0  # episodes that ended in a safe stop
     skipped_policy_fault: int = 0  # episodes with ticks where the policy failed and the runtime held in its place
     skipped_nonfinite: int = 0  # episodes with NaN / inf in an observation or the trained action
+    skipped_damaged: int = 0  # episodes a damaged stretch of the log touches (records of them may be missing)
 
     @property
     def interventions_per_episode(self) -> float:
@@ -61,6 +64,7 @@ def episodes_from_records(
     contract: ObservationContract,
     keep_stopped: bool = False,
     action: str = DEFAULT_TRAINED_ACTION,
+    damage_at: Sequence[int] = (),
 ) -> LogDataset:
     """Cut tick records into logged episodes (see the module docstring).
 
@@ -70,10 +74,18 @@ def episodes_from_records(
         the safety layer and their last ticks are holds, not the policy's doing). Episodes with a held tick, a
         policy fault or a NaN / inf value are always skipped (counted in the result).
     :param action: the action to train on, ``"sent"`` or ``"proposed"`` (see the module docstring).
+    :param damage_at: where the log reader skipped damaged bytes (``TickLogScan.damage_at``: the index of the record
+        read after each stretch). An episode with such a place between its records, just before its first or just
+        after its last is skipped: its ticks may be missing, and the ticks either side would be stitched into one
+        transition whose motion the lost command made.
     """
     check_trained_action(action)
     out = LogDataset(n_records=len(records))
+    index = {id(r): i for i, r in enumerate(records)} if damage_at else {}
     for ticks in split_episodes(records, min_length=MIN_EPISODE_TICKS):
+        if index and _touches(damage_at, index[id(ticks[0])], index[id(ticks[-1])]):
+            out.skipped_damaged += 1
+            continue
         if any(t.obs_flat.size == 0 for t in ticks):  # a held tick: no observation, not the policy's doing
             out.skipped_held += 1
             continue
@@ -105,6 +117,11 @@ def episodes_from_records(
     return out
 
 
+def _touches(damage_at: Sequence[int], first: int, last: int) -> bool:
+    """Whether a damaged stretch lies between records ``first`` and ``last`` (indices) or right next to them."""
+    return any(first <= at <= last + 1 for at in damage_at)
+
+
 def check_trained_action(action: str) -> None:
     """Refuse an unknown trained-action name, naming the choices."""
     if action not in TRAINED_ACTIONS:
@@ -120,7 +137,8 @@ def load_log_dataset(
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"tick log {path} does not exist; point the fine-tuner at the runtime's log folder")
-    dataset = episodes_from_records(read_ticklog(path), contract, keep_stopped, action)
+    scan = warn_damage(scan_ticklog(path), path)
+    dataset = episodes_from_records(scan.records, contract, keep_stopped, action, scan.damage_at)
     if dataset.skipped_wrong_shape and not dataset.episodes:
         raise ValueError(
             f"{path}: no episode matches the contract {contract.name!r} (flat_dim {contract.flat_dim}, action_dim "

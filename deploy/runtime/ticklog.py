@@ -323,6 +323,7 @@ class TickLogScan:
     corrupt_records: int = 0  # damaged records (or stretches of bytes) skipped before a later valid record
     torn_tails: int = 0  # files whose last record was cut short (a crash while writing)
     skipped_bytes: int = 0
+    damage_at: list[int] = field(default_factory=list)  # per skipped stretch: the index in records read after it
 
 
 def _is_torn_prefix(rest: bytes) -> bool:
@@ -341,7 +342,9 @@ def _scan_bytes(data: bytes, source: Path, scan: TickLogScan) -> None:
     if len(data) < _FILE_HEADER_BYTES:
         if not MAGIC.startswith(data[: len(MAGIC)]):
             raise ValueError(f"{source} is not a tick log (no {MAGIC!r} header)")
-        scan.torn_tails += 1 if data else 0
+        if data:
+            scan.torn_tails += 1
+            scan.damage_at.append(len(scan.records))
         return
     magic, version, _ = _FILE_HEAD.unpack_from(data, 0)
     if magic != MAGIC:
@@ -366,6 +369,7 @@ def _scan_bytes(data: bytes, source: Path, scan: TickLogScan) -> None:
                     except ValueError:
                         pass
         following = data.find(SYNC, pos + 1)
+        scan.damage_at.append(len(scan.records))
         if following == -1:
             if _is_torn_prefix(data[pos:]):
                 scan.torn_tails += 1
@@ -401,7 +405,11 @@ def scan_ticklog(path: str | Path) -> TickLogScan:
 
 def read_ticklog(path: str | Path) -> list[TickRecord]:
     """All readable records of a log, in order; skipped damage is logged as a warning (see ``scan_ticklog``)."""
-    scan = scan_ticklog(path)
+    return warn_damage(scan_ticklog(path), path).records
+
+
+def warn_damage(scan: TickLogScan, path: str | Path) -> TickLogScan:
+    """Log a warning naming what ``scan`` of ``path`` skipped (nothing when it skipped nothing); returns ``scan``."""
     if scan.corrupt_records or scan.torn_tails:
         logger.warning(
             "tick log %s: skipped %d corrupt record(s) and %d torn tail(s), %d bytes",
@@ -410,7 +418,7 @@ def read_ticklog(path: str | Path) -> list[TickRecord]:
             scan.torn_tails,
             scan.skipped_bytes,
         )
-    return scan.records
+    return scan
 
 
 def split_episodes(records: Iterable[TickRecord], min_length: int = 1) -> list[list[TickRecord]]:

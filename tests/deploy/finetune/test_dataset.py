@@ -136,3 +136,31 @@ def test_episodes_with_nan_values_are_skipped_not_the_whole_load(tmp_path: Path)
     data = load_log_dataset(path, CONTRACT)
     assert [ep.episode_id for ep in data.episodes] == [1]
     assert data.skipped_nonfinite == 2
+
+
+# a record inside episode 1, its last, episode 2's first, one inside episode 3
+@pytest.mark.parametrize("damaged", [2, 5, 6, 11])
+def test_an_episode_next_to_damage_in_the_log_is_skipped(tmp_path: Path, damaged: int) -> None:
+    """A record the reader had to skip (a flipped byte: bad CRC) may be a tick of an episode: the ticks either side
+    would be stitched into one transition carrying the lost command's motion (before: trained on as one step). Every
+    episode that the damaged stretch touches is skipped and counted; the others are kept."""
+    from deploy.runtime.ticklog import frame_record
+
+    ticks = [record(0, NO_EPISODE)]
+    ticks += [record(1 + t, 1) for t in range(5)]  # records 1..5
+    ticks += [record(6 + t, 2) for t in range(4)]  # records 6..9
+    ticks += [record(10 + t, 3) for t in range(4)]  # records 10..13
+    path = tmp_path / "ticks.tlog"
+    with TickLogWriter(path, fsync_interval_s=None) as writer:
+        for r in ticks:
+            writer.append(r)
+    data = bytearray(path.read_bytes())
+    frame = frame_record(ticks[damaged].encode())
+    start = bytes(data).index(frame)
+    data[start + len(frame) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    dataset = load_log_dataset(path, CONTRACT)
+    # a lost last (first) record cannot be told from a lost first (last) record of the next (previous) episode
+    touched = {2: [1], 5: [1, 2], 6: [1, 2], 11: [3]}[damaged]
+    assert [ep.episode_id for ep in dataset.episodes] == [e for e in (1, 2, 3) if e not in touched]
+    assert dataset.skipped_damaged == len(touched)

@@ -82,6 +82,7 @@ def test_truncating_the_last_record_at_every_byte_keeps_the_earlier_ones(tmp_pat
         assert all(same(a, b) for a, b in zip(records[:4], scan.records, strict=True))
         assert scan.corrupt_records == 0, cut
         assert scan.torn_tails == (1 if cut > last_start else 0), cut
+        assert scan.damage_at == ([4] if cut > last_start else []), cut  # a torn tail is damage after the last
     path.write_bytes(data)
     assert len(read_ticklog(path)) == 5
 
@@ -110,6 +111,7 @@ def test_a_corrupted_middle_record_is_skipped_and_counted(tmp_path, where):
     assert scan.corrupt_records == 1
     assert scan.torn_tails == 0
     assert scan.skipped_bytes == starts[3] - starts[2]
+    assert scan.damage_at == [2]  # the first record read after the skipped stretch (tick 3) is scan.records[2]
 
 
 def test_garbage_between_records_is_skipped(tmp_path):
