@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from deploy.wire.messages import seq_distance
+
 DEFAULT_CAPACITY = 1 << 16  # samples kept per statistic (about 44 minutes at 25 Hz)
 PERCENTILES = (50.0, 99.0)
 
@@ -80,7 +82,7 @@ class TickStats:
     def on_robot_state(self, seq: int, t_robot_s: float, restarted: bool = False) -> None:
         """A fresh robot state: sequence number, the robot's timestamp (its own clock, seconds), and whether the
         robot restarted its period clock with it (the first state after a HomeMsg): that interval is not counted."""
-        if not restarted and self._last_state is not None and seq == self._last_state[0] + 1:
+        if not restarted and self._last_state is not None and seq_distance(seq, self._last_state[0]) == 1:
             self.robot_jitter.add(abs((t_robot_s - self._last_state[1]) - self.period_s))
         self._last_state = None if restarted else (seq, t_robot_s)
 
