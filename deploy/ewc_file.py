@@ -56,6 +56,11 @@ class EwcState:
                 raise ValueError(f"fisher[{name!r}] has shape {value.shape}, params {np.shape(self.params[name])}")
             if not np.all(np.isfinite(value)) or np.any(value < 0):
                 raise ValueError(f"fisher[{name!r}] must be finite and >= 0")
+            if not np.all(np.isfinite(np.asarray(self.params[name]))):
+                raise ValueError(
+                    f"params[{name!r}] (the anchor weights) must be finite; the EWC state is damaged: re-export the "
+                    "package from its checkpoint (robot-grpo export)"
+                )
         if self.consolidations < 0:
             raise ValueError(f"consolidations must be >= 0, got {self.consolidations}")
 

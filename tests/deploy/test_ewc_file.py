@@ -70,5 +70,7 @@ def test_refuses_pickles_future_versions_and_bad_fishers(tmp_path) -> None:
         EwcState({"w": np.ones(2)}, {"v": np.ones(2)})
     with pytest.raises(ValueError, match=">= 0"):
         EwcState({"w": np.ones(2)}, {"w": -np.ones(2)})
+    with pytest.raises(ValueError, match=r"params\['w'\] \(the anchor weights\) must be finite"):
+        EwcState({"w": np.array([1.0, np.nan])}, {"w": np.ones(2)})  # one owner of the format refuses it on read
     with pytest.raises(FileNotFoundError, match="export the policy"):
         load_ewc(tmp_path / "missing.npz")
