@@ -119,6 +119,11 @@ SAC_SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident memory so far (MiB; ru_maxrss is in KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / MIB
+
+
 def _launch_file(task: Task) -> dict[str, Any]:
     return yaml.safe_load((ROOT / "launch" / task.launch_file).read_text())
 
@@ -246,7 +251,7 @@ def run_one(task_name: str, variant: str, seed: int, budget: int, eval_every: in
         "final_success": curve[-1]["success"],
         "best_success": max(p["success"] for p in curve),
         "stopped_by_wall_clock": callback.out_of_time,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / MIB,
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 

@@ -24,7 +24,6 @@ import argparse
 import json
 import multiprocessing as mp
 import platform
-import resource
 import sys
 import time
 import types
@@ -36,7 +35,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from benchmarks.learning import EVAL_EPISODES, EVAL_SEED, MIB, TASKS, grpo_env_kwargs, grpo_hyperparameters  # noqa: E402
+from benchmarks.learning import (  # noqa: E402
+    EVAL_EPISODES,
+    EVAL_SEED,
+    TASKS,
+    grpo_env_kwargs,
+    grpo_hyperparameters,
+    peak_rss_mib,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GOAL_OFFSET_M = np.array([0.0, 0.12, 0.0])  # from the block's start: +y stays on FetchPush's table for every start
@@ -186,7 +192,7 @@ def run_learner(variant: str, seed: int, budget: int, eval_every: int) -> dict[s
         "hyperparameters": hyper,
         "env_kwargs": env_kwargs,
         "curve": curve,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / MIB,
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 

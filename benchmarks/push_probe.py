@@ -32,7 +32,6 @@ import copy
 import json
 import multiprocessing as mp
 import platform
-import resource
 import sys
 import time
 from pathlib import Path
@@ -46,10 +45,10 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 from benchmarks.learning import (  # noqa: E402
     EVAL_EPISODES,
     EVAL_SEED,
-    MIB,
     TASKS,
     grpo_env_kwargs,
     grpo_hyperparameters,
+    peak_rss_mib,
 )
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -264,7 +263,7 @@ def run_one(variant: str, seed: int, budget: int, eval_every: int) -> dict[str, 
         "seed": seed,
         "hyperparameters": hyper,
         "curve": probe.curve,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / MIB,
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 
