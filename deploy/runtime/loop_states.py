@@ -13,7 +13,9 @@ mixin decides, for each fresh state (or a period without one), what to command g
                since the stop or the last valid state -> DONE (the run ends)
     WAIT_FRESH an accepted state -> HOLD; none within ``startup_timeout_s`` of connecting -> TimeoutError naming
                what was received and why it was rejected (a state length that is not the contract's: wrong package)
-    HOLD       hold; ``hold_ticks`` accepted states in a row -> HOMING (the next episode)
+    HOLD       hold; ``hold_ticks`` accepted states in a row and a measured round trip -> HOMING (the next
+               episode); the round trip (a state reporting one of the holds) is not needed when the robot reports
+               no delay line or its e-stop is latched, and not waited on past ``watchdog_stop_s``
     HOMING     the accepted HOMED state without ESTOP_ACTIVE -> RUN (a HOMED state with the e-stop latched does not
                complete homing: counted, waited on like no answer); no answer after ``home_retry_ticks()`` -> resend
                HOME, ``max_home_retries`` resent in a row without an answer -> SAFE_STOP
@@ -65,6 +67,7 @@ CHECKED_MODES = (LoopState.HOLD, LoopState.HOMING, LoopState.RUN)  # modes where
 MALFORMED_STATE = "malformed_state"  # reason of a tick whose states were all dropped at decode (state_frames.py)
 NON_FINITE_OBSERVATION = "non_finite_observation"  # reason of a tick whose float32 observation held NaN/inf
 ESTOP_ACTIVE_IN_RUN = "robot_estop_active_in_run"  # count: the robot reported its e-stop latched while in RUN
+ROUND_TRIP_UNMEASURED = "round_trip_unmeasured"  # count: homed before any round trip was measured (see HOLD)
 HOMED_WITH_ESTOP = "homed_with_estop_active"  # count: a HOMED state with the e-stop latched (homing not complete)
 ESTOP_NOT_ACKNOWLEDGED = "estop_not_acknowledged"  # count: the robot kept answering a safe stop without acknowledging
 NON_FINITE_STATE = "non_finite"  # verdict kind of a state with a NaN/inf value (as float32); counted as ``nan_states``
@@ -186,12 +189,35 @@ class StateHandling:
         return None
 
     def _hold_tick(self: Controller, msg: StateMsg, verdict: Verdict) -> TickRecord:
-        """HOLD: answer with the hold; after ``hold_ticks`` accepted states in a row, home for the next episode."""
+        """HOLD: answer with the hold; after ``hold_ticks`` accepted states in a row, and once the round trip that
+        sizes the wait for a HOME's answer is known (``_round_trip_known``), home for the next episode."""
         self._hold_count = self._hold_count + 1 if verdict.accepted else 0
         self._send_command(self._hold)
-        if self._hold_count >= self.config.hold_ticks:
+        if self._hold_count >= self.config.hold_ticks and self._round_trip_known(msg):
             self._start_episode()
         return self._record(msg, EMPTY, self._hold, self._hold, (), float("nan"), False)
+
+    def _round_trip_known(self: Controller, msg: StateMsg) -> bool:
+        """True once a round trip was measured (a state reported one of the holds sent, or a HOMED state came), or
+        when none can be: the robot reports no delay line, or its e-stop is latched (it executes no command until a
+        HOME releases it). Without it the first HOME would be resent after the
+        configured ``home_retry_ticks`` even on a link slower than that, homing the robot twice. A robot whose line
+        shows none of the holds within ``watchdog_stop_s`` of entering HOLD is not waited on for ever: counted
+        (``round_trip_unmeasured``), logged, and the configured ticks size the wait."""
+        if self._round_trips or not msg.pending or msg.flags & ESTOP_ACTIVE:
+            return True
+        waited_s = self._clock() - self._mode_since
+        if waited_s < self.limits.watchdog_stop_s:
+            return False
+        self.counts[ROUND_TRIP_UNMEASURED] += 1
+        logger.warning(
+            "tick %d: no state reported a command of this loop in %.3f s of HOLD; homing with the configured "
+            "home_retry_ticks (%d) as the wait for its answer",
+            self.tick,
+            waited_s,
+            self.config.home_retry_ticks,
+        )
+        return True
 
     def _implausible_tick(self: Controller, msg: StateMsg | None, reasons: tuple[str, ...]) -> TickRecord:
         """The state failed its check, was non-finite or malformed: never plan with it. Hold, count; too many in a

@@ -7,7 +7,8 @@ thousand ticks takes milliseconds. The robot reports its delay line (the last ``
 0 for holds), latches an e-stop when it receives one (its states then carry ESTOP_ACTIVE) and releases it on a HOME
 unless ``release_on_home`` is off. Knobs bend what it sends: ``state_length`` (values per state), ``invalid`` ("nan":
 NaN values; "outside": the position 10 m off), ``pending_offset`` (added to every command number it reports),
-``ignore_estops`` (receives e-stops but never latches one).
+``ignore_estops`` (receives e-stops but never latches one), ``drop_commands`` (receives commands but never executes
+one: its line stays all holds).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class ScriptedRobot:
         self.pending_offset = 0
         self.release_on_home = True
         self.ignore_estops = False
+        self.drop_commands = False
         self.estop = False
         self._homed = False
         self._line: deque[int] = deque([HOLD_SEQ] * contract.history_len, maxlen=contract.history_len)
@@ -64,7 +66,7 @@ class ScriptedRobot:
         self.received[type(msg).__name__] += 1
         if isinstance(msg, CommandMsg):
             self.commands.append(msg.seq)
-            self._line.append(HOLD_SEQ if self.estop else msg.seq)
+            self._line.append(HOLD_SEQ if self.estop or self.drop_commands else msg.seq)
         elif isinstance(msg, EStopMsg):
             self.estop = self.estop or not self.ignore_estops
         elif isinstance(msg, HomeMsg):

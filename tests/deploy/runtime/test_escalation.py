@@ -90,6 +90,47 @@ def test_a_home_is_not_resent_before_the_round_trip_could_answer_it():
     assert robot.counts["homes"] == 3
 
 
+def test_the_first_home_waits_until_a_state_reports_a_command():
+    """Before the first episode no round trip is known, so the wait for a HOME's answer cannot be sized: the loop
+    holds until a state's delay line reports one of its holds (before: it homed after ``hold_ticks`` states, and on a
+    link slower than ``home_retry_ticks`` resent the first HOME, homing the robot twice). The robot executes no
+    command for the first ``DROPPED`` ticks of HOLD. Scripted robot, the test's clock."""
+    clock = ScriptedClock()
+    robot = ScriptedRobot(clock, CONTRACT)
+    robot.drop_commands = True
+    dropped, hold_ticks = 10, 3
+
+    def execute_after_a_while(controller: Controller, record) -> None:
+        if controller.sm.state is LoopState.HOLD and len(robot.commands) >= dropped:
+            robot.drop_commands = False
+
+    config = LoopConfig(period_s=PERIOD_S, hold_ticks=hold_ticks, max_episode_steps=5, max_ticks=300, freeze_gc=False)
+    report = _run_scripted(robot, clock, config, on_tick=execute_after_a_while)
+    homing = next(t for t in report.transitions if t.target is LoopState.HOMING)
+    assert homing.tick > dropped > hold_ticks  # not homed while the line showed only holds
+    assert robot.received["HomeMsg"] == 1 and len(report.episodes) == 1
+    assert report.counts.get("round_trip_unmeasured", 0) == 0
+
+
+def test_a_robot_whose_line_never_reports_a_command_is_homed_after_watchdog_stop_s():
+    """A robot that reports a delay line but never shows a command of this loop in it is not waited on for ever:
+    after ``watchdog_stop_s`` in HOLD the loop homes with the configured wait, counted and logged."""
+    clock = ScriptedClock()
+    robot = ScriptedRobot(clock, CONTRACT)
+    robot.drop_commands = True
+    stop_s = 0.3
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=5, max_ticks=300, freeze_gc=False)
+    controller = Controller(
+        robot, CONTRACT, DelayAwareP(), robot_spec(stop_s=stop_s, hold_s=0.1), GoalSource([POSE]), config, clock=clock
+    )
+    report = controller.run()
+    hold = next(t for t in report.transitions if t.target is LoopState.HOLD)
+    homing = next(t for t in report.transitions if t.target is LoopState.HOMING)
+    assert abs((homing.tick - hold.tick) - stop_s / PERIOD_S) <= 1  # watchdog_stop_s, plus one period for rounding
+    assert report.counts["round_trip_unmeasured"] == 1
+    assert robot.received["HomeMsg"] == 1
+
+
 NEVER = 10**9  # lose_homed_states: every HOMED state from now on
 
 
