@@ -45,7 +45,8 @@ from deploy.finetune.round import RoundConfig, finetune_from_dataset, sim_fisher
 from deploy.robot_spec import load_robot_spec
 from deploy.runtime.exploration import DEFAULT_STD_SCALE
 from deploy.runtime.safety import SafetyLimits, filter_action
-from deploy.runtime.ticklog import NO_EPISODE, TickLogWriter, TickRecord
+from deploy.runtime.tick_record import NO_EPISODE, TickRecord
+from deploy.runtime.ticklog import TickLogWriter
 from envs.delayed_fetch_reach import DelayedFetchReachEnv
 from robot_grpo.ewc import DEFAULT_EWC_GAMMA, DEFAULT_EWC_LAMBDA
 from robot_grpo.grpo import DEFAULT_N_ENVS, GRPO

@@ -25,7 +25,8 @@ from deploy.contract import fetch_reach_contract
 from deploy.robot_spec import load_robot_spec
 from deploy.runtime.safety import SafetyLimits, filter_action
 from deploy.runtime.state_check import StateChecker
-from deploy.runtime.ticklog import TickLogWriter, TickRecord
+from deploy.runtime.tick_record import TickRecord
+from deploy.runtime.ticklog import TickLogWriter
 from deploy.wire import StateMsg
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -142,7 +142,8 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             raise LaunchError("'follow_store' and 'explore' cannot be combined: a swapped-in package has no noise")
         # Every package the follower swaps in answers (and is warmed up on) an observation the controller builds.
         centre_m = (np.asarray(spec.workspace_low) + np.asarray(spec.workspace_high)) / 2.0
-        policy = PolicySlot(policy, label=package.folder.name, probe=contract_probe(contract, centre_m))
+        probe = contract_probe(contract, centre_m)
+        policy = PolicySlot(policy, label=package.folder.name, probe=probe, policy_id=package.policy_id)
         follower = StoreFollower(policy, config["follow_store"], spec, contract, config["backend"], config["variant"])
     episodes, robot = config["episodes"], config["robot"]
     # A production line repeats its targets: attempts at one target are consecutive and share its seed.
@@ -191,7 +192,15 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         if follower is not None:
             follower.start()
         report = Controller(
-            port, contract, policy, spec, goals, loop_config, ticklog=ticklog, baudrate=robot["baudrate"]
+            port,
+            contract,
+            policy,
+            spec,
+            goals,
+            loop_config,
+            ticklog=ticklog,
+            baudrate=robot["baudrate"],
+            policy_id=package.policy_id,
         ).run()
     finally:
         if follower is not None:
@@ -201,6 +210,7 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             process.stop()
     summary = {
         "package": str(config["package"]),
+        "policy_id": package.policy_id,
         "backend": config["backend"],
         "variant": config["variant"],
         "explore": config["explore"],

@@ -38,6 +38,7 @@ from deploy.contract import ActionHistory, ObservationContract
 from deploy.robot_spec import RobotSpec
 from deploy.runtime.compatibility import check_compatibility
 from deploy.runtime.package import load_package
+from deploy.runtime.tick_record import check_policy_id
 
 logger = logging.getLogger(__name__)
 # A package store's layout (deploy.finetune.promote.PackageStore writes it; the follower reads it):
@@ -57,11 +58,13 @@ class SwapRefusedError(ValueError):
 
 @dataclass(frozen=True)
 class SlotEntry:
-    """One published policy: the backend, a label (e.g. the package id) and a version number (1, 2, ...)."""
+    """One published policy: the backend, a label (e.g. the package folder), a version number (1, 2, ...) and the
+    policy id the tick log records for its ticks (its package's ``manifest_sha256``; "" when not known)."""
 
     backend: Backend
     label: str
     version: int
+    policy_id: str = ""
 
 
 class PolicySlot:
@@ -71,15 +74,18 @@ class PolicySlot:
     :param label: a name for it (shown in logs, e.g. the package folder or its manifest hash).
     :param probe: optional float32 [B, D] observations every backend must answer before it is published;
         the initial backend is probed too, which also warms it up.
+    :param policy_id: the initial backend's id in the tick log (its package's ``manifest_sha256``).
     """
 
-    def __init__(self, backend: Backend, label: str = "initial", probe: np.ndarray | None = None) -> None:
+    def __init__(
+        self, backend: Backend, label: str = "initial", probe: np.ndarray | None = None, policy_id: str = ""
+    ) -> None:
         self._probe = None if probe is None else np.ascontiguousarray(probe, dtype=np.float32)
         if self._probe is not None and self._probe.ndim != 2:
             raise ValueError(f"probe must be a float32 batch [B, obs_dim], got shape {self._probe.shape}")
         self._action_shape: tuple[int, ...] | None = None
         self._action_shape = self._check(backend, label)
-        self._entry = SlotEntry(backend, label, 1)
+        self._entry = SlotEntry(backend, label, 1, check_policy_id(policy_id))
         self._previous: SlotEntry | None = None
         self._lock = threading.Lock()
         self._versions = 1
@@ -94,15 +100,18 @@ class PolicySlot:
         return self._entry
 
     # The promoter ----------------------------------------------------------------------------------------
-    def swap(self, backend: Backend, label: str = "") -> SlotEntry:
+    def swap(self, backend: Backend, label: str = "", policy_id: str = "") -> SlotEntry:
         """Probe and warm up ``backend``, then publish it; the running one becomes the rollback target.
+        ``policy_id``: what the tick log records for its ticks (its package's ``manifest_sha256``).
 
         :raises SwapRefusedError: the backend raised, or returned non-finite / mis-shaped actions on the probe.
+        :raises ValueError: ``policy_id`` is no id the tick log can hold (``ticklog.check_policy_id``).
         """
+        check_policy_id(policy_id)
         self._check(backend, label)
         with self._lock:
             self._versions += 1
-            new = SlotEntry(backend, label or f"v{self._versions}", self._versions)
+            new = SlotEntry(backend, label or f"v{self._versions}", self._versions, policy_id)
             self._previous = self._entry
             self._entry = new
         return new
@@ -115,7 +124,7 @@ class PolicySlot:
         """
         resolved = Path(os.path.realpath(folder))
         package = load_package(resolved)
-        return self.swap(package.make_backend(backend, variant), label=resolved.name)
+        return self.swap(package.make_backend(backend, variant), label=resolved.name, policy_id=package.policy_id)
 
     def follow(self, link: str | Path, backend: str = "ort-cpu", variant: str | None = None) -> SlotEntry | None:
         """Swap to the package ``link`` points at (a store's ``current``) if it is not the one running.
@@ -135,7 +144,7 @@ class PolicySlot:
                 raise RuntimeError("nothing to roll back to: no swap has happened in this slot")
             self._versions += 1
             previous = self._previous
-            restored = SlotEntry(previous.backend, previous.label, self._versions)
+            restored = SlotEntry(previous.backend, previous.label, self._versions, previous.policy_id)
             self._previous = self._entry
             self._entry = restored
         return restored
@@ -302,7 +311,8 @@ class StoreFollower:
                     "the controller on the new package (robot-grpo run --set package=...)"
                 )
             check_compatibility(self.spec, package.contract, package.action_delay_steps, str(resolved))
-            entry = self.slot.swap(package.make_backend(self.backend, self.variant), label=resolved.name)
+            backend = package.make_backend(self.backend, self.variant)
+            entry = self.slot.swap(backend, label=resolved.name, policy_id=package.policy_id)
         except Exception as err:  # any failure of a new package must leave the running policy (and this thread)
             error = f"{type(err).__name__}: {err}"
             logger.error(

@@ -55,7 +55,8 @@ from deploy.runtime.safety import (
 )
 from deploy.runtime.state_check import StateChecker, Verdict
 from deploy.runtime.state_machine import LoopState, StateMachine
-from deploy.runtime.ticklog import NO_EPISODE, TickLogWriter, TickRecord
+from deploy.runtime.tick_record import NO_EPISODE, TickRecord, check_policy_id
+from deploy.runtime.ticklog import TickLogWriter
 from deploy.runtime.timing import TickStats
 from deploy.wire import (
     DEFAULT_BAUDRATE,
@@ -96,6 +97,8 @@ class Controller(StateHandling):
     :param checker_class: the state checker (``StateChecker``; a benchmark swaps in one that accepts everything to
         measure what the checks cost).
     :param baudrate: line rate of a named serial port, bit/s (ignored by ptys, sockets and a given ``Link``).
+    :param policy_id: the id the tick log records on the ticks a bare backend was asked (its package's
+        ``manifest_sha256``, ``PolicyPackage.policy_id``); a ``PolicySlot`` names the id of each backend it holds.
     """
 
     def __init__(
@@ -111,6 +114,7 @@ class Controller(StateHandling):
         clock: Callable[[], float] = time.monotonic,
         checker_class: type[StateChecker] = StateChecker,
         baudrate: int = DEFAULT_BAUDRATE,
+        policy_id: str = "",
     ) -> None:
         self.config = config or LoopConfig()
         limits = SafetyLimits.from_spec(spec, contract)
@@ -135,7 +139,7 @@ class Controller(StateHandling):
             goals, slice(*contract.position_slice), self.config.success_radius_m, self.config.max_episode_steps
         )
         self.checker = checker_class(spec, contract, self.period_s, resync_states=self.config.resync_states)
-        self.guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock)
+        self.guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock, check_policy_id(policy_id))
         self.line = CommandLine(contract, spec.delay_range[1], self.counts, limits.position_dims)
         self.tick = 0
         self._pos = slice(*contract.position_slice)
@@ -375,6 +379,7 @@ class Controller(StateHandling):
         reasons: tuple[str, ...],
         latency_s: float,
         stop: bool,
+        policy_id: str = "",
     ) -> TickRecord:
         episode = self.episodes.current
         in_episode = episode is not None and self.sm.state is LoopState.RUN
@@ -396,4 +401,5 @@ class Controller(StateHandling):
             episode_id=episode.index if in_episode else NO_EPISODE,  # type: ignore[union-attr]
             state_seq=msg.seq if msg is not None else -1,
             stop=stop,
+            policy_id=policy_id,
         )

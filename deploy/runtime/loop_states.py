@@ -49,7 +49,7 @@ from deploy.runtime.safety import (
 from deploy.runtime.state_check import UNSENT_PENDING, Verdict
 from deploy.runtime.state_frames import STATE_LENGTH
 from deploy.runtime.state_machine import LoopState
-from deploy.runtime.ticklog import TickRecord
+from deploy.runtime.tick_record import TickRecord
 from deploy.wire import HOLD_SEQ, EStopMsg, EStopReason, HomeMsg, StateFlags, StateMsg
 
 if TYPE_CHECKING:
@@ -273,6 +273,7 @@ class StateHandling:
             self._safe_stop("the observation is not finite as float32 (a goal beyond float32's range?)")
             return self._record(msg, flat, self._hold, self._hold, (NON_FINITE_OBSERVATION,), float("nan"), True)
         action, fault = self.guard.infer(flat)
+        asked = self.guard.asked_id  # the tick's record names the policy asked, whatever happens next
         proposed = action if action is not None else self._hold
         age = self._clock() - self._last_valid_t
         if fault and fault != OVERRUN:
@@ -293,8 +294,8 @@ class StateHandling:
         if failing >= self.config.policy_fault_stop_s:
             self.interventions.add(result.reasons)
             self._safe_stop(f"the policy failed ({self.guard.last_fault}) for {failing:.3f} s")
-            return self._record(msg, flat, proposed, self._hold, result.reasons, float("nan"), True)
-        return self._apply(result, t_in, msg, flat, proposed, counts_as_step=True)
+            return self._record(msg, flat, proposed, self._hold, result.reasons, float("nan"), True, asked)
+        return self._apply(result, t_in, msg, flat, proposed, counts_as_step=True, policy_id=asked)
 
     def _apply(
         self,
@@ -304,11 +305,13 @@ class StateHandling:
         flat: np.ndarray,
         proposed: np.ndarray,
         counts_as_step: bool,
+        policy_id: str = "",
     ) -> TickRecord | None:
+        """Send the filter's command (or stop); ``policy_id``: the policy asked this tick ("" when none was)."""
         self.interventions.add(result.reasons)
         if result.stop:
             self._safe_stop("watchdog: no fresh valid state within watchdog_stop_s")
-            return self._record(msg, flat, proposed, self._hold, result.reasons, float("nan"), True)
+            return self._record(msg, flat, proposed, self._hold, result.reasons, float("nan"), True, policy_id)
         t_out = self._send_command(result.action)
         latency = float("nan")
         if t_in is not None:
@@ -316,7 +319,7 @@ class StateHandling:
             self.stats.on_command(self.tick, t_in, t_out, restart=counts_as_step and self.episodes.steps == 0)
         if counts_as_step:
             self.episodes.step_taken()
-        return self._record(msg, flat, proposed, result.action, result.reasons, latency, False)
+        return self._record(msg, flat, proposed, result.action, result.reasons, latency, False, policy_id)
 
     # No fresh state this period ---------------------------------------------------------------------------------
     def _on_silence(self: Controller) -> TickRecord | None:

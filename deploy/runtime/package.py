@@ -118,6 +118,12 @@ class PolicyPackage:
         return [v for v in VARIANT_FILES if v in self.manifest.get("variants", {})]
 
     @property
+    def policy_id(self) -> str:
+        """The package's identity in the tick log: its manifest digest (``manifest_sha256``), the same for every
+        verified copy of the package (a store's installed copy included)."""
+        return str(self.manifest["manifest_sha256"])
+
+    @property
     def action_delay_steps(self) -> tuple[int, int]:
         """(low, high) actuation delay the policy was trained for, in control steps."""
         delay = self.manifest["action_delay_steps"]

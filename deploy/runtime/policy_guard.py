@@ -27,15 +27,26 @@ FAULT_KINDS = (RAISED, WRONG_SIZE, NON_FINITE, OVERRUN)
 class PolicyGuard:
     """Calls the policy and tracks its failures.
 
-    :param policy: float32 obs [1, D] -> float32 action [1, A]: a backend, or a ``PolicySlot`` (``current()`` is
-        read once per call, so a hot swap lands between ticks).
+    :param policy: float32 obs [1, D] -> float32 action [1, A]: a backend, or a ``PolicySlot`` (its entry is read
+        once per call, so a hot swap lands between ticks, and the entry's ``policy_id`` is the call's).
     :param action_dim: values the policy must return.
     :param period_s: the control period (seconds): a call longer than it is an overrun.
     :param clock: monotonic clock in seconds.
+    :param policy_id: the id of a bare backend's policy (its package's ``manifest_sha256``) for the tick log; a
+        ``PolicySlot`` names its own.
     """
 
-    def __init__(self, policy: Any, action_dim: int, period_s: float, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        policy: Any,
+        action_dim: int,
+        period_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        policy_id: str = "",
+    ):
         self.policy = policy
+        self.policy_id = policy_id
+        self.asked_id = ""  # the id of the policy the last infer() asked
         self.action_dim = action_dim
         self.period_s = period_s
         self._clock = clock
@@ -45,7 +56,11 @@ class PolicyGuard:
     def infer(self, flat: np.ndarray) -> tuple[np.ndarray | None, str]:
         """(action, fault): the action is None when it must not be used (raised, wrong size, NaN/inf); ``fault`` is
         one of ``FAULT_KINDS`` or "" for a clean, timely answer."""
-        backend = self.policy.current() if hasattr(self.policy, "current") else self.policy
+        if hasattr(self.policy, "entry"):  # a PolicySlot: one read gives the backend and its id together
+            entry = self.policy.entry()
+            backend, self.asked_id = entry.backend, entry.policy_id
+        else:
+            backend, self.asked_id = self.policy, self.policy_id
         start = self._clock()
         try:
             action = np.asarray(backend(flat[None, :]), dtype=np.float64).reshape(-1)

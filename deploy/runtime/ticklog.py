@@ -1,12 +1,14 @@
 """The tick log: every control tick appended to a crash-tolerant binary file, which the fine-tuner reads.
 
-File layout (little endian; version 1)::
+File layout (little endian; version 2)::
 
     file header  = b"RGTICKLG" | u16 version | u16 flags (0) | u32 crc32 of the 12 bytes before
     record       = SYNC (4 bytes) | u32 payload length | u32 crc32(length bytes + payload) | payload
-    payload      = f64 t_s | i64 tick | i64 episode_id | i64 state_seq | f64 latency_s | f64 jitter_s | u8 stop
-                   | 5 arrays (state f64, obs_flat f32, goal f64, proposed f64, sent f64), each u16 n + n values
-                   | u8 reason count, then per reason u8 length + UTF-8 bytes
+    payload      = one TickRecord (``deploy.runtime.tick_record``: numbers, arrays, reasons, policy_id)
+
+``policy_id`` names the policy asked on the tick (its package's ``manifest_sha256``): a hot swap mid-run, or a
+folder holding the logs of several packages, stays attributable, and the fine-tuner trains a package only on the
+episodes it drove.
 
 No pickle: the payload is struct-packed numbers and short strings. Each record goes out in one ``os.write``
 (it is in the OS page cache, so it survives a crash of this process); ``fsync`` pushes it to the disk at a
@@ -33,13 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
+from deploy.runtime.tick_record import ARRAY_FIELDS, FORMAT_VERSION, NO_EPISODE, READABLE_VERSIONS, TickRecord
+
 logger = logging.getLogger(__name__)
 
 MAGIC = b"RGTICKLG"
-FORMAT_VERSION = 1
 SYNC = b"\xa7\x5dTK"
 TICKLOG_SUFFIX = ".tlog"
-NO_EPISODE = -1  # episode_id of ticks outside an episode (connect, hold, safe stop)
 MAX_RECORD_BYTES = 1 << 20
 DEFAULT_MAX_BYTES = 64 << 20
 DEFAULT_FSYNC_INTERVAL_S = 1.0
@@ -48,120 +50,6 @@ _FILE_HEAD = struct.Struct("<8sHH")
 _FILE_HEADER_BYTES = _FILE_HEAD.size + 4
 _REC_HEAD = struct.Struct("<4sII")
 _LEN = struct.Struct("<I")
-_SCALARS = struct.Struct("<dqqqddB")
-_COUNT16 = struct.Struct("<H")
-_ARRAYS: tuple[tuple[str, type], ...] = (
-    ("state", np.float64),
-    ("obs_flat", np.float32),
-    ("goal", np.float64),
-    ("proposed", np.float64),
-    ("sent", np.float64),
-)
-_MAX_ARRAY = 0xFFFF
-_MAX_REASON = 0xFF
-
-
-@dataclass(eq=False)
-class TickRecord:
-    """One control tick. Units: seconds, metres, command units.
-
-    :param t_s: time of the tick (seconds, the loop's monotonic clock).
-    :param tick: tick counter since the loop started.
-    :param state: robot state vector from the state message (float64, contract order).
-    :param obs_flat: the flat observation given to the policy (float32).
-    :param goal: the desired goal (metres).
-    :param proposed: the policy's action before the safety filter.
-    :param sent: the action sent to the robot.
-    :param reasons: the safety filter's interventions this tick.
-    :param latency_s: state frame in -> command frame out (seconds).
-    :param jitter_s: tick start minus its deadline (seconds).
-    :param episode_id: the episode the tick belongs to (``NO_EPISODE`` outside one).
-    :param state_seq: sequence number of the state message used (-1: none).
-    :param stop: True on the tick that triggered a safe stop.
-    """
-
-    t_s: float
-    tick: int
-    state: np.ndarray
-    obs_flat: np.ndarray
-    goal: np.ndarray
-    proposed: np.ndarray
-    sent: np.ndarray
-    reasons: tuple[str, ...]
-    latency_s: float
-    jitter_s: float
-    episode_id: int = NO_EPISODE
-    state_seq: int = -1
-    stop: bool = False
-
-    def encode(self) -> bytes:
-        """The payload bytes (see the module docstring)."""
-        parts = [
-            _SCALARS.pack(
-                float(self.t_s),
-                int(self.tick),
-                int(self.episode_id),
-                int(self.state_seq),
-                float(self.latency_s),
-                float(self.jitter_s),
-                1 if self.stop else 0,
-            )
-        ]
-        for name, dtype in _ARRAYS:
-            values = np.ascontiguousarray(getattr(self, name), dtype=dtype).reshape(-1)
-            if values.size > _MAX_ARRAY:
-                raise ValueError(f"TickRecord.{name} has {values.size} values; the format holds at most {_MAX_ARRAY}")
-            parts.append(_COUNT16.pack(values.size))
-            parts.append(values.tobytes())
-        reasons = [r.encode("utf-8") for r in self.reasons]
-        if len(reasons) > _MAX_REASON or any(len(r) > _MAX_REASON for r in reasons):
-            raise ValueError(f"at most {_MAX_REASON} reasons of at most {_MAX_REASON} bytes each, got {self.reasons}")
-        parts.append(bytes([len(reasons)]))
-        for r in reasons:
-            parts.append(bytes([len(r)]))
-            parts.append(r)
-        return b"".join(parts)
-
-    @classmethod
-    def decode(cls, payload: bytes) -> TickRecord:
-        """Parse a payload; raises ValueError if it is malformed."""
-        try:
-            t_s, tick, episode_id, state_seq, latency_s, jitter_s, stop = _SCALARS.unpack_from(payload, 0)
-            offset = _SCALARS.size
-            arrays = {}
-            for name, dtype in _ARRAYS:
-                (n,) = _COUNT16.unpack_from(payload, offset)
-                offset += _COUNT16.size
-                nbytes = n * np.dtype(dtype).itemsize
-                if offset + nbytes > len(payload):
-                    raise ValueError(f"array {name} runs past the record")
-                arrays[name] = np.frombuffer(payload, dtype=dtype, count=n, offset=offset).copy()
-                offset += nbytes
-            count = payload[offset]
-            offset += 1
-            reasons = []
-            for _ in range(count):
-                size = payload[offset]
-                text = payload[offset + 1 : offset + 1 + size]
-                if len(text) != size:
-                    raise ValueError("reason runs past the record")
-                reasons.append(text.decode("utf-8"))
-                offset += 1 + size
-        except (struct.error, IndexError, UnicodeDecodeError) as err:
-            raise ValueError(f"malformed tick record: {err}") from None
-        if offset != len(payload):
-            raise ValueError(f"malformed tick record: {len(payload) - offset} trailing bytes")
-        return cls(
-            t_s=t_s,
-            tick=tick,
-            reasons=tuple(reasons),
-            latency_s=latency_s,
-            jitter_s=jitter_s,
-            episode_id=episode_id,
-            state_seq=state_seq,
-            stop=bool(stop),
-            **arrays,
-        )
 
 
 def _file_header() -> bytes:
@@ -352,8 +240,8 @@ def _scan_bytes(data: bytes, source: Path, scan: TickLogScan) -> None:
     (header_crc,) = _LEN.unpack_from(data, _FILE_HEAD.size)
     if header_crc != zlib.crc32(data[: _FILE_HEAD.size]):
         raise ValueError(f"{source}: the file header is corrupt (CRC mismatch)")
-    if version != FORMAT_VERSION:
-        raise ValueError(f"{source}: tick log format version {version}; this build reads {FORMAT_VERSION}")
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"{source}: tick log format version {version}; this build reads {READABLE_VERSIONS}")
     pos, end = _FILE_HEADER_BYTES, len(data)
     while pos < end:
         if data.startswith(SYNC, pos) and pos + _REC_HEAD.size <= end:
@@ -363,7 +251,7 @@ def _scan_bytes(data: bytes, source: Path, scan: TickLogScan) -> None:
                 payload = data[pos + _REC_HEAD.size : stop]
                 if zlib.crc32(payload, zlib.crc32(data[pos + 4 : pos + 8])) == crc:
                     try:
-                        scan.records.append(TickRecord.decode(payload))
+                        scan.records.append(TickRecord.decode(payload, version))
                         pos = stop
                         continue
                     except ValueError:
@@ -443,6 +331,6 @@ def split_episodes(records: Iterable[TickRecord], min_length: int = 1) -> list[l
 
 def stack_field(records: Sequence[TickRecord], name: str) -> np.ndarray:
     """One array field of many records stacked on a leading axis, e.g. ``stack_field(ep, "sent")``."""
-    if name not in {n for n, _ in _ARRAYS}:
-        raise ValueError(f"{name!r} is not an array field; choose one of {[n for n, _ in _ARRAYS]}")
+    if name not in ARRAY_FIELDS:
+        raise ValueError(f"{name!r} is not an array field; choose one of {list(ARRAY_FIELDS)}")
     return np.stack([getattr(r, name) for r in records])

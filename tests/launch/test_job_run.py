@@ -59,6 +59,10 @@ def test_a_serial_robot_is_opened_at_the_launch_files_baud_rate(monkeypatch, tmp
     with pytest.raises(RecordedError):
         job_run.run(serial_config(tmp_path, "baud"), tmp_path / "baud")
     assert seen["port"] == "loop://" and seen["baudrate"] == 115_200
+    # the tick log names the package on every tick the policy was asked
+    from deploy.runtime.package import load_package
+
+    assert seen["policy_id"] == load_package(PACKAGE).policy_id and len(seen["policy_id"]) == 64
 
 
 def test_a_followed_store_is_checked_against_the_running_contract_and_probed(monkeypatch, tmp_path: Path):
@@ -87,6 +91,7 @@ def test_a_followed_store_is_checked_against_the_running_contract_and_probed(mon
     assert len(followers) == 1 and followers[0].contract == contract == seen["contract"]
     slot = seen["policy"]
     assert isinstance(slot, hotswap.PolicySlot) and slot is followers[0].slot
+    assert slot.entry().policy_id == load_package(PACKAGE).policy_id  # the store's copy: its source's id
     with pytest.raises(hotswap.SwapRefusedError, match="NaN"):
         slot.swap(lambda obs: np.full((len(obs), contract.action_dim), np.nan, np.float32), label="nan")
     probed: list[np.ndarray] = []

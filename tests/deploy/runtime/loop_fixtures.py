@@ -10,7 +10,7 @@ from deploy.contract import ObservationContract, fetch_reach_contract
 from deploy.robot_spec import RobotSpec, load_robot_spec
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig, RunReport
-from deploy.runtime.ticklog import TickRecord
+from deploy.runtime.tick_record import TickRecord
 from envs.delayed_fetch_reach import DelayedFetchReachEnv
 from envs.sim_robot import SimRobot
 

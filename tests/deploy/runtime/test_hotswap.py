@@ -109,6 +109,29 @@ def test_rollback_restores_the_previous_backend_and_can_be_undone() -> None:
     assert slot.entry().version == 4
 
 
+def test_each_entry_carries_its_policy_id_through_swaps_and_rollbacks() -> None:
+    ledger = Ledger()
+    a, b = CostedBackend(ledger, 1.0), CostedBackend(ledger, 2.0)
+    slot = PolicySlot(a, label="a", policy_id="a" * 64)
+    assert slot.entry().policy_id == "a" * 64
+    assert slot.swap(b, label="b", policy_id="b" * 64).policy_id == "b" * 64
+    assert slot.rollback().policy_id == "a" * 64
+    assert slot.rollback().policy_id == "b" * 64
+    assert slot.swap(a).policy_id == ""  # a bare backend: the tick log names no policy
+
+
+@pytest.mark.parametrize("bad", ["é" * 64, "a\x00b", "x" * 256])
+def test_a_policy_id_the_tick_log_cannot_hold_is_refused_before_anything_is_published(bad: str) -> None:
+    ledger = Ledger()
+    a, b = CostedBackend(ledger, 1.0), CostedBackend(ledger, 2.0)
+    with pytest.raises(ValueError, match="printable ASCII"):
+        PolicySlot(a, policy_id=bad)
+    slot = PolicySlot(a, label="a")
+    with pytest.raises(ValueError, match="printable ASCII"):
+        slot.swap(b, label="b", policy_id=bad)
+    assert slot.current() is a and slot.entry().version == 1 and b.calls == 0  # not even probed
+
+
 def test_concurrent_swaps_never_expose_an_unprobed_backend() -> None:
     ledger = Ledger()
     probe = np.zeros((PROBE_BATCH, OBS_DIM), dtype=np.float32)
@@ -157,13 +180,13 @@ def test_real_controller_swaps_policies_between_ticks() -> None:
     old, new = DelayAwareP(gain=1.0), DelayAwareP(gain=0.5)
     probe = np.zeros((1, old.contract.flat_dim), dtype=np.float32)  # DelayAwareP takes batch 1
     probe[:, -3:] = 1.0  # a goal 1 m away: both policies saturate differently from the gain
-    slot = PolicySlot(old, label="old", probe=probe)
+    slot = PolicySlot(old, label="old", probe=probe, policy_id="old-id")
     swapped_at: list[int] = []
 
     def on_tick(controller, record) -> None:
         if record is not None and record.episode_id == 1 and not swapped_at:
             swapped_at.append(record.tick)
-            slot.swap(new, label="new")
+            slot.swap(new, label="new", policy_id="new-id")
 
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=steps, max_ticks=400)
     run = run_loop(slot, seeded_goals([0, 1, 2]), config, robot_spec(WIDE_BOX), on_tick=on_tick)
@@ -178,6 +201,10 @@ def test_real_controller_swaps_policies_between_ticks() -> None:
         distinguishable += not np.array_equal(by_old, by_new)
     assert distinguishable > steps  # the two policies disagree on most ticks, so the check has teeth
     assert slot.entry().label == "new"
+    # the tick log names the policy asked on each tick, so the fine-tuner can tell the two apart
+    for r in policy_ticks:
+        assert r.policy_id == ("old-id" if r.tick <= swapped_at[0] else "new-id"), r.tick
+    assert all(r.policy_id == "" for r in run.records if not r.obs_flat.size)  # no policy asked: none named
 
 
 # StoreFollower: robot-grpo run --set follow_store=... -------------------------------------------------------------
@@ -236,6 +263,21 @@ def test_store_follower_swaps_in_a_promoted_package_and_a_rollback(tmp_path):
     store.rollback()
     assert follower.poll_once().label == "a"
     assert follower.swaps == ["b", "a"]
+
+
+def test_store_follower_names_each_swapped_in_package_by_its_manifest_digest(tmp_path):
+    """The id is the package's manifest_sha256: the store's installed copy has its source's id, and the tick log
+    tells a promotion's ticks from a rollback's."""
+    from deploy.runtime.package import load_package
+
+    store = _store_with(tmp_path, ["a", "b"], b={"provenance": {"round": 1}})
+    ids = {name: load_package(tmp_path / f"src-{name}").policy_id for name in "ab"}
+    assert ids["a"] != ids["b"] and len(ids["a"]) == 64
+    follower = _follower(store)
+    store.promote("b", {"passed": True, "reasons": []})
+    assert follower.poll_once().policy_id == ids["b"] == follower.slot.entry().policy_id
+    store.rollback()
+    assert follower.poll_once().policy_id == ids["a"]
 
 
 def test_store_follower_keeps_the_running_policy_when_the_new_package_does_not_fit(tmp_path):

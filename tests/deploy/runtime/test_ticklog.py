@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 import os
+import struct
 import threading
+import zlib
 
 import numpy as np
 import pytest
 
 from deploy.runtime import ticklog
+from deploy.runtime.tick_record import MAX_POLICY_ID_BYTES, NO_EPISODE, TickRecord
 from deploy.runtime.ticklog import (
     MAGIC,
-    NO_EPISODE,
     SYNC,
     TickLogWriter,
-    TickRecord,
+    frame_record,
     read_ticklog,
     scan_ticklog,
     split_episodes,
     stack_field,
     ticklog_files,
 )
+
+POLICY_IDS = ("a" * 64, "", "0123456789abcdef" * 4)  # manifest digests, and a tick no policy was asked on
 
 
 def make_record(i: int, episode: int = 0, reasons: tuple[str, ...] = ("clip",)) -> TickRecord:
@@ -39,11 +43,12 @@ def make_record(i: int, episode: int = 0, reasons: tuple[str, ...] = ("clip",)) 
         episode_id=episode,
         state_seq=1000 + i,
         stop=i % 7 == 3,
+        policy_id=POLICY_IDS[i % len(POLICY_IDS)],
     )
 
 
 def same(a: TickRecord, b: TickRecord) -> bool:
-    scalars = ("t_s", "tick", "reasons", "latency_s", "jitter_s", "episode_id", "state_seq", "stop")
+    scalars = ("t_s", "tick", "reasons", "latency_s", "jitter_s", "episode_id", "state_seq", "stop", "policy_id")
     arrays = ("state", "obs_flat", "goal", "proposed", "sent")
     return all(getattr(a, n) == getattr(b, n) for n in scalars) and all(
         np.array_equal(getattr(a, n), getattr(b, n)) and getattr(a, n).dtype == getattr(b, n).dtype for n in arrays
@@ -139,6 +144,56 @@ def test_not_a_tick_log_and_a_future_version_are_refused(tmp_path):
         read_ticklog(path)
     with pytest.raises(FileNotFoundError, match="no tick log"):
         read_ticklog(tmp_path / "missing.tlog")
+
+
+def file_header(version: int) -> bytes:
+    """A tick log file header of ``version`` with a valid CRC (what an older or newer build writes)."""
+    head = struct.pack("<8sHH", MAGIC, version, 0)
+    return head + struct.pack("<I", zlib.crc32(head))
+
+
+def test_a_future_version_with_a_valid_header_is_refused_naming_the_versions_read(tmp_path):
+    path = tmp_path / "ticks.tlog"
+    path.write_bytes(file_header(3) + frame_record(make_record(0).encode()))
+    with pytest.raises(ValueError, match=r"format version 3; this build reads \(1, 2\)"):
+        read_ticklog(path)
+
+
+def test_a_version_1_log_reads_with_no_policy_id(tmp_path):
+    """A version 1 record is a version 2 one without the trailing policy id (written by the previous build)."""
+    records = [make_record(i) for i in range(4)]
+    v1_payloads = []
+    for r in records:
+        payload = r.encode()
+        v1_payloads.append(payload[: len(payload) - 1 - len(r.policy_id)])
+    path = tmp_path / "old.tlog"
+    path.write_bytes(file_header(1) + b"".join(frame_record(p) for p in v1_payloads))
+    scan = scan_ticklog(path)
+    assert scan.corrupt_records == 0 and len(scan.records) == 4
+    assert [r.policy_id for r in scan.records] == ["", "", "", ""]
+    assert [r.tick for r in scan.records] == [0, 1, 2, 3]
+    # the same bytes read as version 2 are short by the id's length byte: refused, not misread
+    with pytest.raises(ValueError, match="malformed"):
+        TickRecord.decode(v1_payloads[0], version=2)
+
+
+@pytest.mark.parametrize("bad", ["ü" * 3, "a\nb", "x" * (MAX_POLICY_ID_BYTES + 1)])
+def test_a_policy_id_the_format_cannot_hold_is_refused_on_write(tmp_path, bad):
+    record = make_record(0)
+    record.policy_id = bad
+    with pytest.raises(ValueError, match="printable ASCII"):
+        record.encode()
+
+
+def test_a_crc_valid_record_whose_policy_id_is_not_printable_is_skipped(tmp_path):
+    good = make_record(0)
+    payload = bytearray(good.encode())
+    payload[-1] = 0x07  # the id's last character: BEL (the length is unchanged, the CRC is recomputed)
+    path = tmp_path / "ticks.tlog"
+    path.write_bytes(file_header(2) + frame_record(bytes(payload)) + frame_record(make_record(1).encode()))
+    scan = scan_ticklog(path)
+    assert [r.tick for r in scan.records] == [1]
+    assert scan.corrupt_records == 1
 
 
 def test_rotation_by_size_keeps_order_and_every_record(tmp_path):
