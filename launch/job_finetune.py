@@ -40,12 +40,14 @@ def seed_store(store: Any, package: str | Path, checkpoint: str | Path, name: st
     store.promote(name, {"passed": True, "reasons": ["initial package"]})
 
 
-def logged_episode_steps(logs: str | Path, contract: Any, model_steps: int, action: str = "sent") -> int:
-    """Transitions per logged episode to train on: the model's episode length, or the logs' when shorter
-    (an episode of N policy ticks yields N - 1 transitions, since the last tick's next state is not logged)."""
+def logged_episode_steps(logs: str | Path, running: Any, model_steps: int, action: str = "sent") -> int:
+    """Transitions per logged episode of the ``running`` package to train on: the model's episode length, or the
+    logs' when shorter (an episode of N policy ticks yields N - 1 transitions, since the last tick's next state is
+    not logged)."""
     from deploy.finetune.dataset import load_log_dataset
 
-    lengths = [len(ep.actions) for ep in load_log_dataset(logs, contract, action=action).episodes]
+    dataset = load_log_dataset(logs, running.contract, action=action, policy_id=running.policy_id)
+    lengths = [len(ep.actions) for ep in dataset.episodes]
     if not lengths:
         raise ValueError(f"{logs} holds no complete episode: run the robot with explore: true to collect some")
     return min(model_steps, int(np.median(lengths)))
@@ -77,7 +79,7 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     limits = SafetyLimits.from_spec(spec, running.contract)
     lam = DEFAULT_EWC_LAMBDA if config["ewc_lambda"] is None else config["ewc_lambda"]
     penalty = DEFAULT_INTERVENTION_PENALTY if config["intervention_penalty"] is None else config["intervention_penalty"]
-    n_steps = logged_episode_steps(config["logs"], running.contract, model.n_steps, config["trained_action"])
+    n_steps = logged_episode_steps(config["logs"], running, model.n_steps, config["trained_action"])
     candidate = f"ft-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         report = run_round(

@@ -5,7 +5,9 @@ and turns each into transitions with :func:`robot_grpo.finetune_data.episode_fro
 intervened are counted per episode, which the gate compares. Episodes the policy did not drive throughout are
 skipped and counted (``LogDataset.skipped_*``): a held tick, a safe stop, a policy fault (the runtime held in the
 policy's place and logged the hold as its proposal), NaN / inf in an observation or an action, damage in the log
-next to or inside the episode (the reader skipped bytes there: ticks may be missing).
+next to or inside the episode (the reader skipped bytes there: ticks may be missing), and - given the id of the
+package being fine-tuned - an episode another policy drove (a hot swap mid-run, a log folder holding the logs of
+earlier packages, a version 1 log that names none): its actions are not this policy's samples.
 
 Which action GRPO trains on (``action``):
 
@@ -22,6 +24,7 @@ Which action GRPO trains on (``action``):
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +33,8 @@ import numpy as np
 
 from deploy.contract import ObservationContract
 from deploy.runtime.safety import POLICY_FAULT
-from deploy.runtime.ticklog import TickRecord, scan_ticklog, split_episodes, stack_field, warn_damage
+from deploy.runtime.tick_record import TickRecord
+from deploy.runtime.ticklog import scan_ticklog, split_episodes, stack_field, warn_damage
 from robot_grpo.finetune_data import LoggedEpisode, episode_from_ticks
 
 MIN_EPISODE_TICKS = 2  # one transition needs two ticks
@@ -50,6 +54,13 @@ class LogDataset:
     skipped_policy_fault: int = 0  # episodes with ticks where the policy failed and the runtime held in its place
     skipped_nonfinite: int = 0  # episodes with NaN / inf in an observation or the trained action
     skipped_damaged: int = 0  # episodes a damaged stretch of the log touches (records of them may be missing)
+    skipped_other_policy: int = 0  # episodes with a tick another policy (or an unnamed one) was asked on
+    other_policies: Counter[str] = field(default_factory=Counter)  # policy id -> ticks of skipped episodes ("": none)
+
+    def skipped(self) -> dict[str, int]:
+        """Episodes skipped, by reason (the ``skipped_*`` counts without the prefix), JSON-ready."""
+        names = [name for name in vars(self) if name.startswith("skipped_")]
+        return {name.removeprefix("skipped_"): getattr(self, name) for name in names}
 
     @property
     def interventions_per_episode(self) -> float:
@@ -65,6 +76,7 @@ def episodes_from_records(
     keep_stopped: bool = False,
     action: str = DEFAULT_TRAINED_ACTION,
     damage_at: Sequence[int] = (),
+    policy_id: str | None = None,
 ) -> LogDataset:
     """Cut tick records into logged episodes (see the module docstring).
 
@@ -78,6 +90,8 @@ def episodes_from_records(
         read after each stretch). An episode with such a place between its records, just before its first or just
         after its last is skipped: its ticks may be missing, and the ticks either side would be stitched into one
         transition whose motion the lost command made.
+    :param policy_id: keep only episodes every tick of which names this policy (``PolicyPackage.policy_id`` of the
+        package being fine-tuned); None keeps episodes whoever drove them.
     """
     check_trained_action(action)
     out = LogDataset(n_records=len(records))
@@ -96,6 +110,10 @@ def episodes_from_records(
             continue
         if not keep_stopped and any(t.stop for t in ticks):
             out.skipped_stopped += 1
+            continue
+        if policy_id is not None and any(t.policy_id != policy_id for t in ticks):
+            out.skipped_other_policy += 1
+            out.other_policies.update(t.policy_id for t in ticks if t.policy_id != policy_id)
             continue
         if any(POLICY_FAULT in t.reasons for t in ticks):  # the logged proposal there is the runtime's hold
             out.skipped_policy_fault += 1
@@ -129,19 +147,37 @@ def check_trained_action(action: str) -> None:
 
 
 def load_log_dataset(
-    path: str | Path, contract: ObservationContract, keep_stopped: bool = False, action: str = DEFAULT_TRAINED_ACTION
+    path: str | Path,
+    contract: ObservationContract,
+    keep_stopped: bool = False,
+    action: str = DEFAULT_TRAINED_ACTION,
+    policy_id: str | None = None,
 ) -> LogDataset:
     """Read a tick log (a log file, or a folder of ``*.tlog`` logs) into a :class:`LogDataset`; ``action``: the
-    tick record field to train on (see the module docstring)."""
+    tick record field to train on (see the module docstring); ``policy_id``: keep only the episodes that policy
+    drove (see :func:`episodes_from_records`).
+
+    :raises ValueError: no episode matches the contract, or ``policy_id`` drove none of them (the message names
+        the ids that did)."""
     check_trained_action(action)
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"tick log {path} does not exist; point the fine-tuner at the runtime's log folder")
     scan = warn_damage(scan_ticklog(path), path)
-    dataset = episodes_from_records(scan.records, contract, keep_stopped, action, scan.damage_at)
+    dataset = episodes_from_records(scan.records, contract, keep_stopped, action, scan.damage_at, policy_id)
     if dataset.skipped_wrong_shape and not dataset.episodes:
         raise ValueError(
             f"{path}: no episode matches the contract {contract.name!r} (flat_dim {contract.flat_dim}, action_dim "
             f"{contract.action_dim}); was it logged by a different policy?"
+        )
+    if dataset.skipped_other_policy and not dataset.episodes:
+        names = dataset.other_policies.items()
+        seen = ", ".join(
+            f"{pid[:12] or '(no id: a version 1 log, or a backend run without one)'} ({n} ticks)" for pid, n in names
+        )
+        raise ValueError(
+            f"{path}: none of its {dataset.skipped_other_policy} episodes was driven by the package being fine-tuned "
+            f"(policy id {policy_id[:12]}...); they name {seen}. Run the robot on the store's current package "
+            "(robot-grpo run) to log episodes of it"
         )
     return dataset

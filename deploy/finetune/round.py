@@ -192,9 +192,13 @@ def run_round(
         state = ewc_from_bytes(running.read_verified(EWC_FILE), source=f"{store.current_name()}/{EWC_FILE}")
         ewc = EWCPenalty(state.params, state.fisher, config.ewc_lambda, config.ewc_gamma, state.consolidations)
         ewc.check_fits(model.policy)
-    dataset = load_log_dataset(log_path, contract, action=config.trained_action)
+    dataset = load_log_dataset(log_path, contract, action=config.trained_action, policy_id=running.policy_id)
     logger.info(
-        "finetune: %d logged episodes from %s; %d GRPO updates", len(dataset.episodes), log_path, config.n_updates
+        "finetune: %d logged episodes from %s (skipped: %s); %d GRPO updates",
+        len(dataset.episodes),
+        log_path,
+        dataset.skipped(),
+        config.n_updates,
     )
     compute_reward = gate_envs["original"].unwrapped.compute_reward
     result = finetune_from_dataset(model, dataset, compute_reward, ewc, config)
@@ -216,7 +220,12 @@ def run_round(
             candidate_dir,
             env_id,
             env_kwargs,
-            provenance={"finetuned_from": store.current_name(), "round": asdict(config), **result.stats},
+            provenance={
+                "finetuned_from": store.current_name(),
+                "round": asdict(config),
+                "log_episodes_skipped": dataset.skipped(),
+                **result.stats,
+            },
             ewc_anchor=anchor,
             config=export_config,
             trained_delay_range=trained_delay_range,

@@ -9,13 +9,20 @@ import pytest
 
 from deploy.contract import point_reach_contract
 from deploy.finetune.dataset import load_log_dataset
-from deploy.runtime.ticklog import NO_EPISODE, TickLogWriter, TickRecord
+from deploy.runtime.tick_record import NO_EPISODE, TickRecord
+from deploy.runtime.ticklog import TickLogWriter
 
 CONTRACT = point_reach_contract(1)  # flat obs: 6 state + 3 history + 3 achieved + 3 desired = 15
 
 
 def record(
-    tick: int, episode: int, flat_dim: int = CONTRACT.flat_dim, reasons=(), stop=False, sent_scale: float = 1.0
+    tick: int,
+    episode: int,
+    flat_dim: int = CONTRACT.flat_dim,
+    reasons=(),
+    stop=False,
+    sent_scale: float = 1.0,
+    policy_id: str = "",
 ) -> TickRecord:
     obs = np.full(flat_dim, float(tick), dtype=np.float32)
     obs[-3:] = 0.1 * max(episode, 0)  # desired goal: constant within an episode
@@ -32,6 +39,7 @@ def record(
         jitter_s=0.0,
         episode_id=episode,
         stop=stop,
+        policy_id=policy_id,
     )
 
 
@@ -74,7 +82,7 @@ def test_an_episode_with_a_held_tick_is_skipped_not_a_crash():
     and the episode around it is not the policy's doing."""
     from deploy.contract import point_reach_contract
     from deploy.finetune.dataset import episodes_from_records
-    from deploy.runtime.ticklog import TickRecord
+    from deploy.runtime.tick_record import TickRecord
 
     contract = point_reach_contract(1)
     flat = np.zeros(contract.flat_dim, dtype=np.float32)
@@ -164,3 +172,41 @@ def test_an_episode_next_to_damage_in_the_log_is_skipped(tmp_path: Path, damaged
     touched = {2: [1], 5: [1, 2], 6: [1, 2], 11: [3]}[damaged]
     assert [ep.episode_id for ep in dataset.episodes] == [e for e in (1, 2, 3) if e not in touched]
     assert dataset.skipped_damaged == len(touched)
+
+
+RUNNING = "a" * 64  # the package being fine-tuned (its manifest_sha256)
+EARLIER = "b" * 64  # the package it replaced
+
+
+def write_ticks(path: Path, ticks: list[TickRecord]) -> Path:
+    with TickLogWriter(path, fsync_interval_s=None) as writer:
+        for r in ticks:
+            writer.append(r)
+    return path
+
+
+def test_only_the_running_packages_episodes_are_kept_when_its_id_is_given(tmp_path: Path) -> None:
+    ticks = [record(t, 1, policy_id=RUNNING) for t in range(4)]
+    ticks += [record(4 + t, 2, policy_id=EARLIER) for t in range(4)]  # the earlier package drove it
+    # a hot swap mid-episode: the first two ticks were the earlier package's
+    ticks += [record(8 + t, 3, policy_id=EARLIER if t < 2 else RUNNING) for t in range(4)]
+    ticks += [record(12 + t, 4) for t in range(3)]  # a version 1 log's ticks name no policy
+    ticks += [record(15 + t, 5, policy_id=RUNNING) for t in range(3)]
+    path = write_ticks(tmp_path / "ticks.tlog", ticks)
+    data = load_log_dataset(path, CONTRACT, policy_id=RUNNING)
+    assert [ep.episode_id for ep in data.episodes] == [1, 5]
+    assert data.skipped_other_policy == 3
+    assert data.other_policies == {EARLIER: 6, "": 3}
+    assert data.skipped()["other_policy"] == 3 and set(data.skipped()) >= {"stopped", "damaged", "other_policy"}
+    # no id given: whoever drove them (the behaviour of a caller that does not know the package)
+    assert [ep.episode_id for ep in load_log_dataset(path, CONTRACT).episodes] == [1, 2, 3, 4, 5]
+
+
+def test_a_log_of_other_packages_only_is_a_clear_error_naming_them(tmp_path: Path) -> None:
+    ticks = [record(t, 1, policy_id=EARLIER) for t in range(4)] + [record(4 + t, 2) for t in range(3)]
+    path = write_ticks(tmp_path / "ticks.tlog", ticks)
+    with pytest.raises(ValueError, match="none of its 2 episodes was driven") as err:
+        load_log_dataset(path, CONTRACT, policy_id=RUNNING)
+    message = str(err.value)
+    assert EARLIER[:12] in message and "version 1 log" in message and RUNNING[:12] in message
+    assert "robot-grpo run" in message

@@ -17,7 +17,8 @@ from deploy.finetune.promote import PackageStore, promote_if_passed
 from deploy.finetune.round import RoundConfig, run_round, sim_fisher_anchor
 from deploy.runtime.package import EWC_FILE
 from deploy.runtime.safety import SafetyLimits
-from deploy.runtime.ticklog import TickLogWriter, TickRecord
+from deploy.runtime.tick_record import TickRecord
+from deploy.runtime.ticklog import TickLogWriter
 from robot_grpo.grpo import GRPO
 
 ENV_KWARGS = {"delay": 1}
@@ -25,12 +26,15 @@ LIMITS = SafetyLimits(workspace_low=(-0.3,) * 3, workspace_high=(0.3,) * 3, max_
 LENIENT = GateConfig(n_episodes=10, original_margin=1.0, current_tolerance=1.0, max_extra_interventions=1e9)
 
 
-def write_line_log(model: GRPO, env: gym.Env, path: Path, n_targets: int, attempts: int) -> None:
-    """The production line: each target (the goal of reset(seed=target)) attempted ``attempts`` times."""
+def write_line_log(
+    model: GRPO, env: gym.Env, path: Path, n_targets: int, attempts: int, policy_id: str, first_episode: int = 0
+) -> None:
+    """The production line: each target (the goal of reset(seed=target)) attempted ``attempts`` times, every tick
+    naming ``policy_id`` as the policy asked."""
     contract = env.unwrapped.contract
     tick = 0
     with TickLogWriter(path, fsync_interval_s=None) as log:
-        for episode in range(n_targets * attempts):
+        for episode in range(first_episode, first_episode + n_targets * attempts):
             obs, _ = env.reset(seed=episode // attempts)
             for step in range(env.unwrapped.max_episode_steps + 1):
                 flat = contract.flatten(obs)
@@ -38,7 +42,7 @@ def write_line_log(model: GRPO, env: gym.Env, path: Path, n_targets: int, attemp
                     action = model.policy(th.as_tensor(flat[None]))[0].numpy()[0].astype(np.float64)
                 log.append(
                     TickRecord(tick * 0.04, tick, obs["observation"][:6], flat, obs["desired_goal"], action,
-                               contract.clip_action(action), (), 0.0, 0.0, episode)
+                               contract.clip_action(action), (), 0.0, 0.0, episode, policy_id=policy_id)
                 )  # fmt: skip
                 tick += 1
                 if step < env.unwrapped.max_episode_steps:
@@ -59,18 +63,22 @@ def test_round_exports_gates_and_promotes_with_a_moved_ewc_anchor(tmp_path: Path
     store = PackageStore(tmp_path / "store")
     promote_if_passed(store, first, "v1", {"passed": True}, checkpoint=tmp_path / "v1.zip")
     log = tmp_path / "logs" / "line.tlog"
-    write_line_log(model, env, log, n_targets=2, attempts=4)
+    write_line_log(model, env, log, n_targets=2, attempts=4, policy_id=store.load_current().policy_id)
+    # episodes another package drove (a log left from an earlier package) are not v1's samples: skipped
+    write_line_log(model, env, tmp_path / "logs" / "older.tlog", 1, 2, policy_id="f" * 64, first_episode=100)
 
     running = GRPO.load(store.checkpoint_path("v1"), env=model.env)
     config = RoundConfig(group_size=4, n_updates=2, ewc_lambda=5.0, ewc_gamma=0.5)
     gate_envs = {"original": env, "current": gym.make("PointReach-v0", **ENV_KWARGS)}
-    report = run_round(store, log, running, gate_envs, LIMITS, "v2", "PointReach-v0", ENV_KWARGS, config, LENIENT,
+    logs = log.parent
+    report = run_round(store, logs, running, gate_envs, LIMITS, "v2", "PointReach-v0", ENV_KWARGS, config, LENIENT,
                        export_config)  # fmt: skip
     assert report.passed
     assert (store.current_name(), store.previous_name()) == ("v2", "v1")
     assert store.checkpoint_path("v2").is_file()
     promoted = store.load_current()
     assert promoted.manifest["provenance"]["finetuned_from"] == "v1"
+    assert promoted.manifest["provenance"]["log_episodes_skipped"]["other_policy"] == 2
     # Online EWC: the new anchor is the fine-tuned weights; the Fisher is gamma * F_old + F_new >= gamma * F_old.
     ewc = ewc_from_bytes(promoted.read_verified(EWC_FILE))
     assert (ewc.consolidations, ewc.lam, ewc.gamma) == (1, 5.0, 0.5)  # the round is counted in the file
