@@ -55,6 +55,7 @@ from deploy.runtime.safety import (
 )
 from deploy.runtime.state_check import StateChecker, Verdict
 from deploy.runtime.state_machine import LoopState, StateMachine
+from deploy.runtime.state_rate import StateRateCheck
 from deploy.runtime.tick_record import NO_EPISODE, TickRecord, check_policy_id
 from deploy.runtime.ticklog import TickLogWriter
 from deploy.runtime.timing import TickStats
@@ -78,6 +79,7 @@ MAX_STATES_PER_TICK = 2  # one command per tick; a second state only to answer a
 ROUND_TRIP_SAMPLES = 16  # HOME round trips remembered for the retry interval
 # Flags that mark a moment (the state right after a HOME), not a level: a state skipped for a newer one hands them on
 EVENT_FLAGS = HOMED
+STATE_RATE_MISMATCH = "state_rate_mismatch"  # count: the run ended because the robot steps at another rate
 
 
 class Controller(StateHandling):
@@ -139,6 +141,7 @@ class Controller(StateHandling):
             goals, slice(*contract.position_slice), self.config.success_radius_m, self.config.max_episode_steps
         )
         self.checker = checker_class(spec, contract, self.period_s, resync_states=self.config.resync_states)
+        self.rate = StateRateCheck(self.period_s)
         self.guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock, check_policy_id(policy_id))
         self.line = CommandLine(contract, spec.delay_range[1], self.counts, limits.position_dims)
         self.tick = 0
@@ -251,6 +254,7 @@ class Controller(StateHandling):
         if self.robot_link.generation != self._generation:  # a reopened port: trust no old reference
             self._generation = self.robot_link.generation
             self.checker.reset()
+            self.rate.reset()
         record: TickRecord | None = None
         self._commanded = False
         handled = 0
@@ -307,6 +311,7 @@ class Controller(StateHandling):
                 if self._fresh is not None:
                     return  # a newer state is waiting: the old one cannot matter more
             self._last_state_seq = msg.seq
+            self._check_rate(msg)
             if self._fresh is not None:
                 self.counts["skipped_states"] += 1
                 carried = self._fresh[1].flags & EVENT_FLAGS
@@ -321,6 +326,16 @@ class Controller(StateHandling):
             self.robot_errors[msg.code] += 1
         else:
             self.counts[f"ignored_{type(msg).__name__}"] += 1
+
+    def _check_rate(self, msg: StateMsg) -> None:
+        """Every new state times the robot's step (``StateRateCheck``); a robot stepping at another rate than the
+        loop's ends the run: no check of a single state can catch it, and nothing the loop does can fix it."""
+        self.rate.add(msg.seq, msg.t_s, self.tick, restarted=bool(msg.flags & HOMED))
+        problem = self.rate.mismatch()
+        if problem and self.sm.state is not LoopState.DONE:
+            self.counts[STATE_RATE_MISMATCH] += 1
+            logger.error("tick %d: %s; ending the run", self.tick, problem)
+            self._finish(problem)
 
     # Safety -------------------------------------------------------------------------------------------------------
     def _safe_stop(self, reason: str, send_estop: bool = True) -> None:

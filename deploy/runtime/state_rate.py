@@ -1,0 +1,88 @@
+"""Does the robot step at the loop's period? The robot clock's step between consecutive states, judged over a window.
+
+A robot spec names the robot's control period (``control_period_s``), the package was trained for it and the loop
+runs at it; nothing else confirms that the robot's controller really steps at it. A robot configured for another
+rate is not caught by any per-state check: at half the rate the loop never sees ``hold_ticks`` fresh states in a
+row and holds for ever without saying why; at twice the rate every command is executed for two robot steps (or one
+step and one hold), so the motion the policy was trained on is not the motion it gets.
+
+Each new state (sequence number one after the previous one, as the robot numbered them) that arrives in a later
+loop tick than the previous one gives one interval of the robot's own clock. Two states read in the same tick are
+not paired: a lock-step robot answers every frame, so a tick that sent a HOME (or an e-stop) and a command gets two
+answers a few microseconds apart, which say nothing about a period; a robot stepping faster than the loop still
+shows, since every other pair of its states straddles a tick boundary. The first state after a HomeMsg is excluded
+too (a robot restarts its period clock there). Once ``window`` intervals are in, their median is compared with the
+loop's period: off by more than ``tolerance`` of it is a mismatch the loop cannot fix (it ends the run, naming both
+rates). The median ignores single glitches: a late frame, a skipped tick, a state that carried a bad timestamp.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from deploy.wire.messages import seq_distance
+
+DEFAULT_RATE_WINDOW = 25  # intervals judged together: one second at 25 Hz
+DEFAULT_RATE_TOLERANCE = 0.1  # relative error of the median interval that is still the loop's period
+
+
+class StateRateCheck:
+    """The robot's state period (its clock, seconds per state) against the loop's period.
+
+    :param period_s: the loop's control period (seconds).
+    :param window: consecutive-state intervals whose median is judged (a sliding window).
+    :param tolerance: the median may differ from ``period_s`` by this fraction of it.
+    """
+
+    def __init__(
+        self, period_s: float, window: int = DEFAULT_RATE_WINDOW, tolerance: float = DEFAULT_RATE_TOLERANCE
+    ) -> None:
+        if not period_s > 0:
+            raise ValueError(f"period_s must be > 0 seconds, got {period_s}")
+        if window < 3:
+            raise ValueError(f"window must be >= 3 intervals (a median of fewer is one glitch), got {window}")
+        if not 0 < tolerance < 1:
+            raise ValueError(f"tolerance must be a fraction of the period in (0, 1), got {tolerance}")
+        self.period_s = float(period_s)
+        self.tolerance = float(tolerance)
+        self._intervals: deque[float] = deque(maxlen=window)
+        self._last: tuple[int, float, int] | None = None  # seq, robot time (s), tick
+
+    def reset(self) -> None:
+        """Forget the intervals (a reopened port, a robot restart: the next robot is measured afresh)."""
+        self._intervals.clear()
+        self._last = None
+
+    def add(self, seq: int, t_robot_s: float, tick: int, restarted: bool = False) -> None:
+        """A new state: its sequence number, the robot's timestamp (seconds, its clock), the loop tick that read it,
+        and whether it is the first state after a HomeMsg (the interval ending at it is not counted)."""
+        last, self._last = self._last, (seq, t_robot_s, tick)
+        if restarted or last is None or seq_distance(seq, last[0]) != 1 or tick == last[2]:
+            return
+        interval = t_robot_s - last[1]
+        if math.isfinite(interval) and interval > 0:
+            self._intervals.append(interval)
+
+    @property
+    def median_interval_s(self) -> float:
+        """Median of the intervals in the window (seconds); NaN while it is empty."""
+        if not self._intervals:
+            return float("nan")
+        ordered = sorted(self._intervals)
+        mid = len(ordered) // 2
+        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+
+    def mismatch(self) -> str:
+        """ "" while the window is not full or its median is the loop's period; else what is wrong and how to fix it."""
+        if len(self._intervals) < (self._intervals.maxlen or 0):
+            return ""
+        median = self.median_interval_s
+        if abs(median - self.period_s) <= self.tolerance * self.period_s:
+            return ""
+        return (
+            f"the robot steps every {median:.4f} s ({1.0 / median:.1f} Hz; median of its clock over its last "
+            f"{len(self._intervals)} state intervals) but the loop runs every {self.period_s:.4f} s "
+            f"({1.0 / self.period_s:.1f} Hz): set the robot controller's rate to the spec's control_period_s, or "
+            "re-calibrate the robot and re-export the policy for the rate it runs at"
+        )
