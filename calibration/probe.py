@@ -55,6 +55,7 @@ JUMP_NOISE_SIGMAS = 10.0  # noise allowance of the jump check, in std of a posit
 RETURN_GAIN = 0.5  # share of the remaining distance commanded per step on the way back, divided by (delay + 1)
 GAIN_SPREADS = 2.0  # the gain bound covers the mean plus this many spreads (std over repeats) ...
 GAIN_MARGIN = 0.1  # ... times 1 + this margin
+HOMING_RESOLUTION_S = 0.001  # the measured homing time is rounded up to whole milliseconds
 PLAUSIBLE_SPEED_FACTOR = 1.5  # plausible speed = this x the fastest step the gain bound allows (momentum, noise)
 
 
@@ -263,6 +264,7 @@ def calibrate(
         actuator_gain_spread=tuple(round(float(v), 4) for v in gain_spread),  # type: ignore[arg-type]
         actuator_gain_max=round(gain_max, 4),
         plausible_speed_m_s=round(PLAUSIBLE_SPEED_FACTOR * config.max_action * scale * gain_max / period, 4),
+        homing_s=round(math.ceil(max(session.log.homing_s) / HOMING_RESOLUTION_S) * HOMING_RESOLUTION_S, 3),
         observation_noise_std_m=tuple(float(v) for v in noise),  # type: ignore[arg-type]
         workspace_low=tuple(workspace_low),  # type: ignore[arg-type]
         workspace_high=tuple(workspace_high),  # type: ignore[arg-type]
@@ -278,6 +280,7 @@ def calibrate(
             "reach_low_m": [round(v, 4) for v in reach_low],
             "reach_high_m": [round(v, 4) for v in reach_high],
             "reach_limited_by": limited,
+            "homing_runs_s": [round(t, 4) for t in session.log.homing_s],
             "safe_box_low_m": list(config.safe_box_low),
             "safe_box_high_m": list(config.safe_box_high),
             "probe": {k: v for k, v in asdict(config).items() if k not in ("safe_box_low", "safe_box_high")},

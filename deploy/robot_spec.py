@@ -20,6 +20,8 @@ length", the gain is not "the contract's scale"). The file form, schema version 
       upper_bound: 0.75                # what the workspace barrier plans with (>= every per-axis gain)
     observation_noise_std_m: [0.0, 0.0, 0.0]   # gripper position noise at rest, per axis, metres
     plausible_speed_m_s: 1.5           # no real gripper motion is faster (metres per second)
+    homing_s: 0.004                    # optional: HOME sent -> HOMED state, seconds, as the probe measured it
+                                       # (the arm's homing motion plus a round trip; 0 = not measured)
     workspace:                         # box the gripper must stay in, metres
       low: [1.05, 0.40, 0.40]
       high: [1.65, 1.10, 0.95]
@@ -60,6 +62,8 @@ MIN_GAIN = 0.01
 DEFAULT_WATCHDOG_HOLD_S = 0.1
 DEFAULT_WATCHDOG_STOP_S = 0.5
 DEFAULT_ENVELOPE_MARGIN_M = 0.1
+DEFAULT_HOMING_S = 0.0  # not measured: the loop sizes its wait for HOMED by the round trips it measures
+MAX_HOMING_S = 600.0
 DELAY_MS_TOLERANCE_STEPS = 0.5  # 'action_delay.ms' may differ from steps x period by this many control periods
 
 
@@ -106,6 +110,7 @@ class RobotSpec:
     watchdog_hold_s: float = DEFAULT_WATCHDOG_HOLD_S
     watchdog_stop_s: float = DEFAULT_WATCHDOG_STOP_S
     envelope_margin_m: float = DEFAULT_ENVELOPE_MARGIN_M
+    homing_s: float = DEFAULT_HOMING_S
     measurements: Mapping[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
@@ -135,6 +140,7 @@ class RobotSpec:
             },
             "observation_noise_std_m": list(self.observation_noise_std_m),
             "plausible_speed_m_s": self.plausible_speed_m_s,
+            "homing_s": self.homing_s,
             "workspace": {"low": list(self.workspace_low), "high": list(self.workspace_high)},
             "limits": {
                 "max_action": self.max_action,
@@ -191,6 +197,7 @@ KNOWN_KEYS: dict[str, tuple[str, ...]] = {
         "actuator_gain",
         "observation_noise_std_m",
         "plausible_speed_m_s",
+        "homing_s",
         "workspace",
         "limits",
         "measurements",
@@ -356,6 +363,7 @@ def robot_spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Rob
             envelope_margin_m=_number(
                 limits.get("envelope_margin_m", DEFAULT_ENVELOPE_MARGIN_M), "limits.envelope_margin_m", 0.0, 10.0
             ),
+            homing_s=_number(data.get("homing_s", DEFAULT_HOMING_S), "homing_s", 0.0, MAX_HOMING_S),
             measurements=measurements,
         )
     except RobotSpecError as err:

@@ -114,7 +114,8 @@ class StateHandling:
             return self._hold_tick(msg, verdict)
         if state is LoopState.HOMING:
             if msg.flags & HOMED and not msg.flags & ESTOP_ACTIVE:
-                self._round_trips.append(t_in - self._home_sent_t)
+                if not self._home_retries_run:  # after a resent HOME it is unknown which one this answers (Karn)
+                    self._round_trips.append(t_in - self._home_sent_t)
                 self._enter(LoopState.RUN, f"episode {self.episodes.current.index} starts")  # type: ignore[union-attr]
                 return self._policy_tick(t_in, msg)
             if msg.flags & HOMED:  # homed, but its e-stop is latched: it would execute no command of the episode
@@ -428,8 +429,11 @@ class StateHandling:
 
     def home_retry_ticks(self: Controller) -> int:
         """Ticks to wait for a HOME's answer before resending it: the configured ticks, or
-        ``HOME_RETRY_ROUND_TRIPS`` of the slowest recent round trip (commands and HOMEs), whichever is longer."""
-        slowest = max(self._round_trips, default=0.0)
+        ``HOME_RETRY_ROUND_TRIPS`` of the slowest of the recent round trips (commands, and HOMEs answered without a
+        resend) and the spec's measured ``homing_s`` (HOME to HOMED, the arm's homing motion included), whichever is
+        longer. Without ``homing_s`` the first HOME of an arm that takes longer to home than the configured wait
+        would be resent until ``max_home_retries`` stopped the run."""
+        slowest = max(max(self._round_trips, default=0.0), self.spec.homing_s)
         return max(self.config.home_retry_ticks, math.ceil(HOME_RETRY_ROUND_TRIPS * slowest / self.period_s))
 
     def _homing_retry(self: Controller) -> None:

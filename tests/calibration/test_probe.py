@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -85,6 +87,9 @@ def test_calibration_file_feeds_the_env_and_the_safety_filter(tmp_path):
     loaded = load_robot_spec(path)
     assert loaded.delay_steps == 3
     assert loaded.measurements["delay_runs_steps"] == [3] * 5
+    # the homing time (HOME sent -> HOMED read) is measured and written rounded up to whole milliseconds
+    (homing,) = loaded.measurements["homing_runs_s"]
+    assert 0.0 < homing <= loaded.homing_s < homing + 0.0011 and loaded.homing_s == calibration.homing_s
     env = DelayedFetchReachEnv(spec=str(path))
     try:
         env.reset(seed=0)
@@ -95,6 +100,33 @@ def test_calibration_file_feeds_the_env_and_the_safety_filter(tmp_path):
     limits = SafetyLimits.from_spec(loaded, fetch_reach_contract(3))
     assert limits.workspace_low == loaded.workspace_low
     assert limits.workspace_high == loaded.workspace_high
+
+
+class SlowHomingLink(RecordingLink):
+    """The robot's homing motion takes ``homing_s``: its HOMED state reaches the probe that much later."""
+
+    def __init__(self, link: Link, homing_s: float) -> None:
+        super().__init__(link)
+        self.homing_s = homing_s
+
+    def poll(self, timeout_s=None):
+        if self.sent and type(self.sent[-1]).__name__ == "HomeMsg" and self.homing_s:
+            time.sleep(self.homing_s)  # the arm is on its way home
+            self.homing_s = 0.0
+        return self.link.poll(timeout_s)
+
+
+def test_the_probe_measures_how_long_the_arm_takes_to_home():
+    robot = sim_robot.SimRobot(mode="lockstep", delay=2, seed=0).start()
+    try:
+        with Link(robot.port_name) as link:
+            slow = SlowHomingLink(link, homing_s=0.25)
+            session = ProbeSession(slow, fetch_reach_contract(2), ProbeConfig(FULL_BOX[0], FULL_BOX[1]))  # type: ignore[arg-type]
+            session.home()
+    finally:
+        robot.stop()
+    (homing,) = session.log.homing_s
+    assert 0.25 <= homing < 1.0
 
 
 def _abort_with(fault, after: int, **config):

@@ -130,6 +130,9 @@ def test_version_1_file_is_refused_with_the_fix() -> None:
         (("limits", "envelope_margin_m"), -0.1, r"'limits.envelope_margin_m' = -0.1 is out of range"),
         (("limits",), [1.0, 2.0], "'limits' must be a mapping"),
         (("measurements",), "delay was 2", "'measurements' must be a mapping"),
+        (("homing_s",), -0.5, r"'homing_s' = -0.5 is out of range \[0.0, 600.0\]"),
+        (("homing_s",), "3 s", "'homing_s' must be a number"),
+        (("homing_s",), 3600.0, r"'homing_s' = 3600.0 is out of range"),
     ],
 )
 def test_bad_values_name_the_key(tmp_path: Path, path: tuple[str, ...], value: Any, match: str) -> None:
@@ -137,6 +140,12 @@ def test_bad_values_name_the_key(tmp_path: Path, path: tuple[str, ...], value: A
     with pytest.raises(RobotSpecError, match=match) as err:
         load_robot_spec(file)
     assert str(file) in str(err.value), "the error should name the file"
+
+
+def test_homing_time_is_optional_and_round_trips() -> None:
+    assert "homing_s" not in valid() and robot_spec_from_dict(valid()).homing_s == 0.0  # not measured
+    spec = robot_spec_from_dict(edit(("homing_s",), 2.5))
+    assert spec.homing_s == 2.5 and robot_spec_from_dict(spec.to_dict()).homing_s == 2.5
 
 
 def test_nan_number_is_rejected() -> None:

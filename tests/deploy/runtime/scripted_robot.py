@@ -8,7 +8,9 @@ thousand ticks takes milliseconds. The robot reports its delay line (the last ``
 unless ``release_on_home`` is off. Knobs bend what it sends: ``state_length`` (values per state), ``invalid`` ("nan":
 NaN values; "outside": the position 10 m off), ``pending_offset`` (added to every command number it reports),
 ``ignore_estops`` (receives e-stops but never latches one), ``drop_commands`` (receives commands but never executes
-one: its line stays all holds).
+one: its line stays all holds), ``homing_s`` (seconds on the test's clock from a HOME to its HOMED state: the arm's
+homing motion; states in between are not flagged HOMED) and ``restart_homing`` (a HOME received while homing starts
+the motion again, as an arm that re-plans to home does).
 """
 
 from __future__ import annotations
@@ -56,8 +58,10 @@ class ScriptedRobot:
         self.release_on_home = True
         self.ignore_estops = False
         self.drop_commands = False
+        self.homing_s = 0.0
+        self.restart_homing = False
         self.estop = False
-        self._homed = False
+        self._homing_since: float | None = None  # test-clock time the homing motion began (None: not homing)
         self._line: deque[int] = deque([HOLD_SEQ] * contract.history_len, maxlen=contract.history_len)
         self._unanswered = 0
         self._seq = 0
@@ -71,7 +75,8 @@ class ScriptedRobot:
             self.estop = self.estop or not self.ignore_estops
         elif isinstance(msg, HomeMsg):
             self.estop = self.estop and not self.release_on_home
-            self._homed = True
+            if self._homing_since is None or self.restart_homing:
+                self._homing_since = self.clock.t
             self._line.extend([HOLD_SEQ] * len(self._line))
         self._unanswered += 1
         return 0
@@ -91,8 +96,10 @@ class ScriptedRobot:
             state[:] = np.nan
         elif self.invalid == "outside":
             state[0] += OUTSIDE_M
-        flags = (StateFlags.ESTOP_ACTIVE if self.estop else 0) | (StateFlags.HOMED if self._homed else 0)
-        self._homed = False
+        homed = self._homing_since is not None and self.clock.t - self._homing_since >= self.homing_s
+        if homed:
+            self._homing_since = None
+        flags = (StateFlags.ESTOP_ACTIVE if self.estop else 0) | (StateFlags.HOMED if homed else 0)
         line = tuple(s if s == HOLD_SEQ else (s + self.pending_offset) % SEQ_MODULUS for s in self._line)
         self._seq += 1
         return StateMsg(self._seq, self.clock.t, state, int(flags), line)

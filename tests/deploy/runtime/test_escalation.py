@@ -131,6 +131,66 @@ def test_a_robot_whose_line_never_reports_a_command_is_homed_after_watchdog_stop
     assert robot.received["HomeMsg"] == 1
 
 
+HOMING_S = 0.5  # seconds a slow arm takes to home: 50 periods, ten times the configured retry wait
+
+
+@pytest.mark.parametrize("measured", [False, True])
+def test_an_arm_that_homes_slowly_is_waited_for_when_its_spec_says_how_long_homing_takes(measured: bool):
+    """An arm whose homing motion takes HOMING_S restarts it on every HOME. Without the spec's measured homing_s the
+    loop resent HOME after home_retry_ticks (5 ticks, 50 ms) until max_home_retries stopped it: a real arm that homes
+    for longer than about 0.5 s could never start an episode. With it, the first HOME is waited on."""
+    from dataclasses import replace
+
+    clock = ScriptedClock()
+    robot = ScriptedRobot(clock, CONTRACT)
+    robot.homing_s, robot.restart_homing = HOMING_S, True
+    spec = replace(robot_spec(), homing_s=HOMING_S if measured else 0.0)
+    config = LoopConfig(
+        period_s=PERIOD_S, max_episode_steps=5, home_retry_ticks=5, max_home_retries=3, max_ticks=400, freeze_gc=False
+    )
+    controller = Controller(robot, CONTRACT, DelayAwareP(), spec, GoalSource([POSE]), config, clock=clock)
+    report = controller.run()
+    if measured:
+        assert [e.aborted for e in report.episodes] == [False]
+        assert report.counts.get("home_retries", 0) == 0 and robot.received["HomeMsg"] == 1
+        assert controller.home_retry_ticks() >= 2 * HOMING_S / PERIOD_S  # twice the slowest of it and the round trips
+    else:
+        assert report.counts["homing_failures"] == 1 and robot.received["HomeMsg"] == 1 + config.max_home_retries
+        assert any("never reported HOMED" in t.reason for t in report.transitions)
+
+
+def test_a_homed_state_after_a_resent_home_is_no_round_trip_sample():
+    """The first HOME's answer comes after it was resent: which HOME it answers is unknown, so the time since the
+    resend (shorter than the real round trip) does not size later waits (Karn's rule); one answered without a resend
+    does."""
+    clock = ScriptedClock()
+    robot = ScriptedRobot(clock, CONTRACT)
+    robot.homing_s = 0.08  # 8 periods; the motion is not restarted by the resend 5 periods in
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=5, home_retry_ticks=5, max_ticks=40, freeze_gc=False)
+    waits: list[int] = []
+
+    def note_the_wait(controller: Controller, record) -> None:
+        if controller.sm.state is LoopState.RUN and not waits:
+            waits.append(controller.home_retry_ticks())
+
+    controller = Controller(
+        robot, CONTRACT, DelayAwareP(), robot_spec(), GoalSource([POSE]), config, clock=clock, on_tick=note_the_wait
+    )
+    report = controller.run()
+    assert report.counts["home_retries"] == 1 and report.episodes and not report.episodes[0].aborted
+    assert waits == [config.home_retry_ticks]  # before: 7 ticks, from the 3 ticks since the resend
+    clock2 = ScriptedClock()
+    robot2 = ScriptedRobot(clock2, CONTRACT)
+    robot2.homing_s = 0.03  # answered within the configured wait: a clean sample, 3 periods
+    waits.clear()
+    controller = Controller(
+        robot2, CONTRACT, DelayAwareP(), robot_spec(), GoalSource([POSE]), config, clock=clock2, on_tick=note_the_wait
+    )
+    report = controller.run()
+    assert report.counts.get("home_retries", 0) == 0
+    assert waits[0] > config.home_retry_ticks  # 2 x (0.03 s + the answer's wait for its tick) > 5 ticks: it counts
+
+
 NEVER = 10**9  # lose_homed_states: every HOMED state from now on
 
 
