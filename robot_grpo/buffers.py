@@ -22,7 +22,7 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 
-from robot_grpo.advantages import group_advantages
+from robot_grpo.advantages import ADVANTAGE_SCALES, group_advantages
 from robot_grpo.hindsight import (
     DEFAULT_N_SAMPLED_GOAL,
     HindsightConfig,
@@ -131,6 +131,10 @@ class GroupRolloutBuffer:
     ) -> None:
         if n_steps < 1 or group_size < 1 or n_groups < 1:
             raise ValueError(f"n_steps, group_size and n_groups must be >= 1, got {n_steps}, {group_size}, {n_groups}")
+        if scale_advantages not in ADVANTAGE_SCALES:  # else the first update, not the constructor, would refuse it
+            raise ValueError(f"scale_advantages must be one of {ADVANTAGE_SCALES}, got {scale_advantages!r}")
+        if not 0.0 < gamma <= 1.0:
+            raise ValueError(f"gamma must be a discount in (0, 1], got {gamma}")
         self.n_steps = int(n_steps)
         self.observation_space = observation_space
         self.action_space = action_space

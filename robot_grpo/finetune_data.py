@@ -300,13 +300,21 @@ def hindsight_buffer_options() -> tuple[str, ...]:
 
 
 def check_hindsight_kwargs(hindsight_kwargs: Mapping[str, Any] | None) -> None:
-    """Refuse hindsight buffer options the buffer does not take (e.g. a misspelt key), naming the allowed ones."""
+    """Refuse hindsight buffer options the buffer does not take (e.g. a misspelt key), naming the allowed ones, and
+    values it refuses (a strategy it does not know, ``is_clip: 0``, ...): the buffer's own checks run on a one-step
+    buffer now, not at the end of a round's data collection."""
     allowed = hindsight_buffer_options()
     unknown = sorted(set(hindsight_kwargs or {}) - set(allowed))
     if unknown:
         raise ValueError(
             f"unknown hindsight buffer option(s) {unknown} in hindsight_kwargs; allowed keys: {', '.join(allowed)}"
         )
+    box = spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)
+    goal_space = spaces.Dict({"observation": box, "achieved_goal": box, "desired_goal": box})
+    try:
+        HindsightGroupBuffer(1, goal_space, box, 1, 1, **dict(hindsight_kwargs or {}))
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"hindsight_kwargs {dict(hindsight_kwargs or {})} refused: {err}") from None
 
 
 def intervened_flags(ep: LoggedEpisode, n_steps: int) -> np.ndarray:

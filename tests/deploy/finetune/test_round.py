@@ -101,3 +101,20 @@ def test_a_misspelt_hindsight_option_is_refused_when_the_round_is_configured():
     with pytest.raises(ValueError, match=r"\['n_sampled_goals'\].*allowed keys: .*n_sampled_goal"):
         RoundConfig(hindsight_kwargs={"n_sampled_goals": 4})
     assert RoundConfig(hindsight_kwargs={"n_sampled_goal": 4}).hindsight_kwargs == {"n_sampled_goal": 4}
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"hindsight_strategy": "futur"}, "hindsight strategy must be one of"),
+        ({"n_sampled_goal": 0}, "n_sampled_goal must be >= 1"),
+        ({"is_clip": 0.0}, "is_clip must be > 0"),
+        ({"distance_coef": -1.0}, "distance_coef must be"),
+        ({"scale_advantages": "groups"}, "scale_advantages must be one of"),
+    ],
+)
+def test_a_hindsight_value_the_buffer_refuses_is_refused_when_the_round_is_configured(options, match):
+    """Before, only the keys were checked: a bad value surfaced after the round had read the logs and built the
+    model, or (scale_advantages) at its first update."""
+    with pytest.raises(ValueError, match=f"hindsight_kwargs .* refused: {match}"):
+        RoundConfig(hindsight_kwargs=options)
