@@ -133,8 +133,8 @@ class GroupRolloutBuffer:
             raise ValueError(f"n_steps, group_size and n_groups must be >= 1, got {n_steps}, {group_size}, {n_groups}")
         if scale_advantages not in ADVANTAGE_SCALES:  # else the first update, not the constructor, would refuse it
             raise ValueError(f"scale_advantages must be one of {ADVANTAGE_SCALES}, got {scale_advantages!r}")
-        if not 0.0 < gamma <= 1.0:
-            raise ValueError(f"gamma must be a discount in (0, 1], got {gamma}")
+        if not 0.0 <= gamma <= 1.0:  # as GRPO's own check: 0 scores each step by its own reward
+            raise ValueError(f"gamma must be a discount in [0, 1], got {gamma}")
         self.n_steps = int(n_steps)
         self.observation_space = observation_space
         self.action_space = action_space
