@@ -79,6 +79,8 @@ MAX_STATES_PER_TICK = 2  # one command per tick; a second state only to answer a
 ROUND_TRIP_SAMPLES = 16  # HOME round trips remembered for the retry interval
 # Flags that mark a moment (the state right after a HOME), not a level: a state skipped for a newer one hands them on
 EVENT_FLAGS = HOMED
+RECONNECT_REHOMES = "reconnect_rehomes"  # count: episodes aborted and re-homed because the port was reopened
+OLD_ESTOP_ACKS = "old_estop_acks"  # count: ESTOP_ACTIVE states numbered before the stop in force (not an ack)
 STATE_RATE_MISMATCH = "state_rate_mismatch"  # count: the run ended because the robot steps at another rate
 
 
@@ -101,6 +103,8 @@ class Controller(StateHandling):
     :param baudrate: line rate of a named serial port, bit/s (ignored by ptys, sockets and a given ``Link``).
     :param policy_id: the id the tick log records on the ticks a bare backend was asked (its package's
         ``manifest_sha256``, ``PolicyPackage.policy_id``); a ``PolicySlot`` names the id of each backend it holds.
+    :param sleep: how the loop waits while the port is down (seconds, on ``clock``'s time base; a test clock
+        passes its own).
     """
 
     def __init__(
@@ -117,6 +121,7 @@ class Controller(StateHandling):
         checker_class: type[StateChecker] = StateChecker,
         baudrate: int = DEFAULT_BAUDRATE,
         policy_id: str = "",
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.config = config or LoopConfig()
         limits = SafetyLimits.from_spec(spec, contract)
@@ -135,7 +140,9 @@ class Controller(StateHandling):
         self.stats = TickStats(self.period_s)
         self.interventions = InterventionCounter()
         self.counts: Counter[str] = Counter()
-        self.robot_link = RobotLink(port, self.counts, self.config.reconnect_interval_s, clock, contract, baudrate)
+        self.robot_link = RobotLink(
+            port, self.counts, self.config.reconnect_interval_s, clock, contract, baudrate, sleep
+        )
         self.robot_errors: Counter[int] = Counter()
         self.episodes = EpisodeTracker(
             goals, slice(*contract.position_slice), self.config.success_radius_m, self.config.max_episode_steps
@@ -167,6 +174,7 @@ class Controller(StateHandling):
         self._round_trips: deque[float] = deque(maxlen=ROUND_TRIP_SAMPLES)
         self._mode_since = 0.0
         self._stop_acked = True
+        self._stop_seq: int | None = None  # the newest robot state seen when the e-stop in force went out
         self._commanded = False
         self._stopped_episode: Episode | None = None  # the episode the last safe stop aborted in RUN (its record)
 
@@ -218,6 +226,7 @@ class Controller(StateHandling):
         if self.robot_link.is_open:
             self._send(CommandMsg(self._next_seq(), self._clock(), self._hold))
             self._stop_acked = False
+            self._stop_seq = self._last_state_seq
             next_estop = self._clock()
             deadline = next_estop + self.config.stop_ack_timeout_s
             while not self._stop_acked and self.robot_link.ok and self._clock() < deadline:
@@ -236,7 +245,7 @@ class Controller(StateHandling):
         reaches ``until`` (seconds)."""
         while not self._stop_acked and self.robot_link.ok and (remaining := until - self._clock()) > 0:
             for msg in self.robot_link.poll(remaining):
-                if isinstance(msg, StateMsg) and msg.flags & ESTOP_ACTIVE:
+                if isinstance(msg, StateMsg) and msg.flags & ESTOP_ACTIVE and self._answers_stop(msg):
                     self._stop_acked = True
 
     def _finish(self, reason: str) -> None:
@@ -255,6 +264,7 @@ class Controller(StateHandling):
             self._generation = self.robot_link.generation
             self.checker.reset()
             self.rate.reset()
+            self._on_reconnect()
         record: TickRecord | None = None
         self._commanded = False
         handled = 0
@@ -330,12 +340,43 @@ class Controller(StateHandling):
     def _check_rate(self, msg: StateMsg) -> None:
         """Every new state times the robot's step (``StateRateCheck``); a robot stepping at another rate than the
         loop's ends the run: no check of a single state can catch it, and nothing the loop does can fix it."""
-        self.rate.add(msg.seq, msg.t_s, self.tick, restarted=bool(msg.flags & HOMED))
+        # a HOMED state restarts the robot's period clock only as the answer to a HOME: one flagged anywhere else
+        # (a robot that sets it on every state) must not switch the check off
+        homed = bool(msg.flags & HOMED) and self.sm.state is LoopState.HOMING
+        self.rate.add(msg.seq, msg.t_s, self.tick, restarted=homed, overruns=self.stats.overruns)
         problem = self.rate.mismatch()
         if problem and self.sm.state is not LoopState.DONE:
             self.counts[STATE_RATE_MISMATCH] += 1
             logger.error("tick %d: %s; ending the run", self.tick, problem)
             self._finish(problem)
+
+    def _on_reconnect(self) -> None:
+        """The port was reopened: what the robot did while it was down is unknown (it may have rebooted, the arm may
+        have moved), and the checker starts without an anchor. An episode under way is aborted and the robot held and
+        re-homed, as after a confirmed restart, rather than planned with from the first state of the new link. The
+        robot's numbering may have begun again: an e-stop in force is acknowledged by any state of the new link that
+        reports it, and HOLD counts its fresh states anew."""
+        self._stop_seq = None
+        self._hold_count = 0
+        if self.sm.state not in (LoopState.HOMING, LoopState.RUN):
+            return
+        self.counts[RECONNECT_REHOMES] += 1
+        logger.warning("tick %d: the port was reopened in %s; holding to re-home", self.tick, self.sm.state.name)
+        if self.episodes.current is not None:
+            self.episodes.end(None, aborted=True)
+        self.line.new_episode()
+        self._fresh = None  # read before the reopen
+        self._enter(LoopState.HOLD, "the port was reopened: the robot may have restarted; hold, then re-home")
+        self._hold_count = 0
+
+    def _answers_stop(self, msg: StateMsg) -> bool:
+        """Whether a state flagged ESTOP_ACTIVE acknowledges the e-stop now in force: only a state numbered after the
+        newest one seen when the stop went out can. An older state replayed (or delayed) from an earlier stop says
+        nothing about this one (counted as ``old_estop_acks``)."""
+        if self._stop_seq is None or seq_newer(msg.seq, self._stop_seq):
+            return True
+        self.counts[OLD_ESTOP_ACKS] += 1
+        return False
 
     # Safety -------------------------------------------------------------------------------------------------------
     def _safe_stop(self, reason: str, send_estop: bool = True) -> None:
@@ -345,6 +386,7 @@ class Controller(StateHandling):
         self._stopped_episode = self.episodes.current if self.sm.state is LoopState.RUN else None
         self._send_command(self._hold)
         self._stop_acked = not send_estop
+        self._stop_seq = self._last_state_seq
         if send_estop:
             self._send(EStopMsg(self._next_seq(), self._clock(), EStopReason.WATCHDOG))
         if self.episodes.current is not None:

@@ -84,7 +84,7 @@ class StateHandling:
         if not finite:
             self.counts[NAN_STATES] += 1
         verdict = self._check(msg, t_in) if finite else Verdict(False, NON_FINITE_STATE)
-        if msg.flags & ESTOP_ACTIVE:
+        if msg.flags & ESTOP_ACTIVE and not self._stop_acked and self._answers_stop(msg):
             self._stop_acked = True
         state = self.sm.state
         if msg.flags & ESTOP_FROM_ROBOT and state in ACTIVE_MODES:

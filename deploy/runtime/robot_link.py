@@ -38,6 +38,7 @@ class RobotLink:
     :param clock: monotonic clock in seconds.
     :param contract: when given, states malformed for it are dropped and counted.
     :param baudrate: line rate of a named port, bit/s, at every (re)open (ptys and sockets ignore it).
+    :param sleep: how a poll on a down link waits out its timeout (seconds, on ``clock``'s time base).
     """
 
     def __init__(
@@ -48,6 +49,7 @@ class RobotLink:
         clock: Callable[[], float] = time.monotonic,
         contract: ObservationContract | None = None,
         baudrate: int = DEFAULT_BAUDRATE,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._port = port if isinstance(port, str) else None
         self._baudrate = int(baudrate)
@@ -56,6 +58,7 @@ class RobotLink:
         self.counts = counts
         self.reconnect_interval_s = reconnect_interval_s
         self._clock = clock
+        self._sleep = sleep
         self._seq = 0
         self.sent_total = 0  # messages sent or attempted (a running count; the state checker bounds answers by it)
         self._last_reconnect = float("-inf")
@@ -103,7 +106,7 @@ class RobotLink:
     def poll(self, timeout_s: float) -> list[Message]:
         """Messages that arrive within ``timeout_s`` seconds; a down link waits out the timeout and returns none."""
         if not self.ok or self.link is None:
-            time.sleep(max(0.0, timeout_s))  # wait for the deadline, then the next tick tries to reopen the port
+            self._sleep(max(0.0, timeout_s))  # wait for the deadline, then the next tick tries to reopen the port
             return []
         try:
             messages = self.link.poll(timeout_s)

@@ -3,9 +3,10 @@
 numpy only (robot side). The wire decoder checks framing, CRC, version and payload syntax; it does not know the
 robot. A CRC-valid STATE can still be malformed for this contract: a state vector of the wrong length, a delay line
 shorter than the policy's history (the policy would expect commands the robot already applied) or longer than any
-robot's, a command listed twice in the line, a timestamp that is not a finite, non-negative number of seconds, or
-flag bits this protocol does not define. ``RobotLink`` drops such frames before the loop sees them and counts them
-as ``malformed_<reason>``; nothing raises.
+robot's, a command listed twice in the line, a timestamp that is not a finite, non-negative number of seconds, flag
+bits this protocol does not define, or ESTOP_FROM_ROBOT without ESTOP_ACTIVE (the bit says where an active e-stop
+came from; alone, the loop would wait on an e-stop the robot does not report as active, without sending one).
+``RobotLink`` drops such frames before the loop sees them and counts them as ``malformed_<reason>``; nothing raises.
 """
 
 from __future__ import annotations
@@ -38,4 +39,6 @@ def malformed_state(msg: StateMsg, contract: ObservationContract) -> str:
         return TIMESTAMP
     if msg.flags & ~KNOWN_FLAGS:
         return FLAGS
+    if msg.flags & StateFlags.ESTOP_FROM_ROBOT and not msg.flags & StateFlags.ESTOP_ACTIVE:
+        return FLAGS  # the robot-side bit says where an active e-stop came from; alone it contradicts itself
     return ""

@@ -6,14 +6,17 @@ rate is not caught by any per-state check: at half the rate the loop never sees 
 row and holds for ever without saying why; at twice the rate every command is executed for two robot steps (or one
 step and one hold), so the motion the policy was trained on is not the motion it gets.
 
-Each new state (sequence number one after the previous one, as the robot numbered them) that arrives in a later
-loop tick than the previous one gives one interval of the robot's own clock. Two states read in the same tick are
-not paired: a lock-step robot answers every frame, so a tick that sent a HOME (or an e-stop) and a command gets two
+Each new state (sequence number one after the previous one, as the robot numbered them) that arrives in a later loop
+tick than the previous one gives one interval of the robot's own clock. Two states read in the same tick are not
+paired: a lock-step robot answers every frame, so a tick that sent a HOME (or an e-stop) and a command gets two
 answers a few microseconds apart, which say nothing about a period; a robot stepping faster than the loop still
-shows, since every other pair of its states straddles a tick boundary. The first state after a HomeMsg is excluded
-too (a robot restarts its period clock there). Once ``window`` intervals are in, their median is compared with the
-loop's period: off by more than ``tolerance`` of it is a mismatch the loop cannot fix (it ends the run, naming both
-rates). The median ignores single glitches: a late frame, a skipped tick, a state that carried a bad timestamp.
+shows, since every other pair of its states straddles a tick boundary. Nor are two states between which the loop
+overran (it missed a period or answered late: a lock-step robot, which steps once per command, then shows the loop's
+lateness, not its own rate); a robot slower than the loop leaves the loop idle, not late, so it still shows. The
+first state after a HomeMsg is excluded too (a robot restarts its period clock there). Once ``window`` intervals are
+in, their median is compared with the loop's period: off by more than ``tolerance`` of it is a mismatch the loop
+cannot fix (it ends the run, naming both rates). The median ignores single glitches: a late frame, a skipped tick, a
+state that carried a bad timestamp.
 """
 
 from __future__ import annotations
@@ -47,18 +50,19 @@ class StateRateCheck:
         self.period_s = float(period_s)
         self.tolerance = float(tolerance)
         self._intervals: deque[float] = deque(maxlen=window)
-        self._last: tuple[int, float, int] | None = None  # seq, robot time (s), tick
+        self._last: tuple[int, float, int, int] | None = None  # seq, robot time (s), tick, overruns
 
     def reset(self) -> None:
         """Forget the intervals (a reopened port, a robot restart: the next robot is measured afresh)."""
         self._intervals.clear()
         self._last = None
 
-    def add(self, seq: int, t_robot_s: float, tick: int, restarted: bool = False) -> None:
+    def add(self, seq: int, t_robot_s: float, tick: int, restarted: bool = False, overruns: int = 0) -> None:
         """A new state: its sequence number, the robot's timestamp (seconds, its clock), the loop tick that read it,
-        and whether it is the first state after a HomeMsg (the interval ending at it is not counted)."""
-        last, self._last = self._last, (seq, t_robot_s, tick)
-        if restarted or last is None or seq_distance(seq, last[0]) != 1 or tick == last[2]:
+        whether it is the first state after a HomeMsg (the interval ending at it is not counted), and the loop's
+        overrun count when it was read (an interval across an overrun is not counted)."""
+        last, self._last = self._last, (seq, t_robot_s, tick, overruns)
+        if restarted or last is None or seq_distance(seq, last[0]) != 1 or tick == last[2] or overruns != last[3]:
             return
         interval = t_robot_s - last[1]
         if math.isfinite(interval) and interval > 0:

@@ -37,6 +37,10 @@ class ScriptedClock:
     def __call__(self) -> float:
         return self.t
 
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` on this clock (what a down link's poll does)."""
+        self.t += max(0.0, seconds)
+
 
 class ScriptedRobot:
     """See the module docstring.

@@ -19,7 +19,7 @@ from scripted_robot import POSE, ScriptedClock, ScriptedRobot
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
 from deploy.runtime.state_machine import LoopState
-from deploy.wire import AckMsg, ErrorCode, EStopMsg, EStopReason, Message
+from deploy.wire import AckMsg, ErrorCode, EStopMsg, EStopReason, LinkError, Message, StateFlags, StateMsg
 from envs.sim_robot import SimRobot
 
 PERIOD_S = 0.01
@@ -407,3 +407,110 @@ def test_a_robot_that_answers_but_never_acknowledges_the_stop_ends_the_run():
     assert abs((end.tick - stop.tick) - ack_s / PERIOD_S) <= 1  # stop_ack_timeout_s after the stop, +- rounding
     assert report.counts["estop_repeats"] >= ack_s / PERIOD_S - 1  # one e-stop per period meanwhile
     assert not [t for t in report.transitions if t.target is LoopState.RUN]  # never recovered from an unheeded stop
+
+
+class ReplayingRobot(ScriptedRobot):
+    """The scripted robot that keeps its first state flagged ESTOP_ACTIVE and, when told, sends it again once (a
+    replayed or long-delayed frame: an old number, an old stamp, a valid CRC)."""
+
+    def __init__(self, clock: ScriptedClock) -> None:
+        super().__init__(clock, CONTRACT)
+        self.recorded: Message | None = None
+        self.replay_next = False
+
+    def _state(self) -> Message:
+        msg = super()._state()
+        if msg.flags & StateFlags.ESTOP_ACTIVE and self.recorded is None:
+            self.recorded = msg
+        if self.replay_next and self.recorded is not None:
+            self.replay_next = False
+            return self.recorded
+        return msg
+
+
+def test_an_old_estop_active_state_replayed_does_not_acknowledge_a_new_stop():
+    """Stop 1: the robot latches and acknowledges. Stop 2: the robot ignores e-stops and replays its old
+    acknowledgement. Before: the replay (counted seq_backwards) acknowledged the stop, the loop recovered, re-homed
+    and commanded a robot that ignores e-stops. Now only a state numbered after the stop acknowledges it: the e-stop
+    is repeated and the run ends with estop_not_acknowledged."""
+    clock = ScriptedClock()
+    robot = ReplayingRobot(clock)
+    stops: list[int] = []
+
+    def misbehave(controller: Controller, record) -> None:
+        state = controller.sm.state
+        if state is LoopState.RUN and controller.episodes.steps == 2 and len(stops) < 2:
+            robot.invalid = "outside"  # implausible states -> a safe stop
+            robot.ignore_estops = len(stops) == 1  # the second time, the robot ignores the e-stop
+        if state is LoopState.SAFE_STOP and robot.invalid:
+            robot.invalid = ""
+            stops.append(controller.tick)
+            robot.replay_next = len(stops) == 2
+
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=10, max_ticks=400, freeze_gc=False)
+    controller = Controller(
+        robot, CONTRACT, DelayAwareP(), robot_spec(), GoalSource([POSE] * 3), config, on_tick=misbehave, clock=clock
+    )
+    report = controller.run()
+    assert len(stops) == 2 and robot.recorded is not None
+    assert len(report.episodes) == 2  # no episode after it
+    assert report.transitions[-1].source is LoopState.SAFE_STOP  # never recovered from the second stop
+    assert report.counts.get("estop_not_acknowledged") == 1
+    assert report.counts["old_estop_acks"] >= 1
+
+
+class RebootsAcrossALinkFailure(ScriptedRobot):
+    """The scripted robot whose link fails once (a poll raises LinkError) when told; meanwhile it rebooted: its
+    numbering and clock begin again and the arm rests ``MOVED_M`` away in y, inside the workspace."""
+
+    MOVED_M = 0.2
+
+    def __init__(self, clock: ScriptedClock) -> None:
+        super().__init__(clock, CONTRACT)
+        self.fail_next_poll = False
+        self.rebooted_at_t: float | None = None
+
+    def poll(self, timeout_s: float) -> list[Message]:
+        if self.fail_next_poll:
+            self.fail_next_poll = False
+            self.rebooted_at_t = self.clock.t
+            self._seq, self._unanswered = 0, 0
+            self._line.extend([0] * len(self._line))
+            raise LinkError("device reports readiness to read but returned no data")
+        return super().poll(timeout_s)
+
+    def _state(self) -> Message:
+        msg = super()._state()
+        if self.rebooted_at_t is None:
+            return msg
+        state = msg.state.copy()
+        state[1] += self.MOVED_M
+        return StateMsg(msg.seq, msg.t_s - self.rebooted_at_t, state, msg.flags, msg.pending)
+
+
+def test_a_link_that_failed_mid_episode_is_re_homed_not_planned_with():
+    """Before: the loop reset its state checks on the retried link but stayed in RUN, accepted the rebooted robot's
+    first state unchecked (no anchor) and commanded the arm from where it now was, 0.2 m away, in the same episode.
+    Now a reopened link aborts the episode and the robot is held and re-homed before the next one."""
+    clock = ScriptedClock()
+    robot = RebootsAcrossALinkFailure(clock)
+    failed_at: list[int] = []
+
+    def fail_once(controller: Controller, record) -> None:
+        if controller.sm.state is LoopState.RUN and controller.episodes.steps == 5 and not failed_at:
+            failed_at.append(controller.tick)
+            robot.fail_next_poll = True
+
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=20, max_ticks=200, freeze_gc=False)
+    goals = GoalSource([POSE, POSE])
+    controller = Controller(
+        robot, CONTRACT, DelayAwareP(), robot_spec(), goals, config, on_tick=fail_once, clock=clock, sleep=clock.sleep
+    )
+    report = controller.run()
+    assert report.counts["link_errors"] == 1 and report.counts["reconnect_rehomes"] == 1
+    hold = next(t for t in report.transitions if t.target is LoopState.HOLD and "reopened" in t.reason)
+    assert hold.tick - failed_at[0] <= 2
+    first, second = report.episodes
+    assert first.aborted and first.steps < config.max_episode_steps
+    assert not second.aborted and second.steps == config.max_episode_steps  # homed again, then served
+    assert robot.received["HomeMsg"] == 2

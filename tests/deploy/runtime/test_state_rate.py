@@ -3,6 +3,7 @@ control loop ending a run on a real-time robot that steps at another rate than t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -12,6 +13,7 @@ from loop_fixtures import DelayAwareP, robot_spec, run_loop, seeded_goals
 from deploy.runtime.loop import STATE_RATE_MISMATCH, LoopConfig
 from deploy.runtime.state_machine import LoopState
 from deploy.runtime.state_rate import DEFAULT_RATE_TOLERANCE, StateRateCheck
+from deploy.wire import StateFlags, StateMsg
 from deploy.wire.messages import SEQ_MAX
 from envs.sim_robot import SimRobot
 
@@ -61,6 +63,19 @@ def test_states_read_in_one_tick_are_not_paired():
             check.add(seq, tick * PERIOD_S + 0.001, tick)
     assert check.mismatch() == ""
     assert math.isclose(check.median_interval_s, PERIOD_S - 0.001) or math.isclose(check.median_interval_s, PERIOD_S)
+
+
+def test_an_interval_across_an_overrun_of_the_loop_is_not_the_robots():
+    """A lock-step robot steps once per command: when the loaded loop misses a period, the robot's clock shows the
+    loop's lateness. Every other tick here is an overrun (a 2-period interval); only the on-time ones count."""
+    check = StateRateCheck(PERIOD_S, window=WINDOW)
+    t, overruns = 0.0, 0
+    for i in range(4 * WINDOW):
+        late = i % 2 == 1
+        overruns += late
+        t += 2 * PERIOD_S if late else PERIOD_S
+        check.add(i + 1, t, tick=i, overruns=overruns)
+    assert check.mismatch() == "" and math.isclose(check.median_interval_s, PERIOD_S)
 
 
 def test_a_fast_robot_still_shows_when_its_states_arrive_two_per_tick():
@@ -124,3 +139,22 @@ def test_the_loop_runs_a_real_time_robot_at_its_period_to_the_end():
     run = run_loop(DelayAwareP(), seeded_goals([0, 1]), config, robot_spec(), robot=robot)
     assert run.report.transitions[-1].reason == "all goals served"
     assert run.report.counts.get(STATE_RATE_MISMATCH, 0) == 0
+
+
+class HomedOnEveryState(SimRobot):
+    """A robot that sets HOMED on every state it sends (a stuck flag), not only on the answer to a HOME."""
+
+    def _emit(self, msg):
+        if isinstance(msg, StateMsg):
+            msg = dataclasses.replace(msg, flags=msg.flags | int(StateFlags.HOMED))
+        super()._emit(msg)
+
+
+def test_a_homed_flag_on_every_state_does_not_switch_the_rate_check_off():
+    """Before, every HOMED state was taken for a restart of the robot's period clock, so such a robot at 50 Hz ran
+    the whole run unchecked; only the answer to a HOME (the loop is HOMING) restarts it now."""
+    robot = HomedOnEveryState(mode="realtime", delay=2, control_period_s=PERIOD_S / 2)
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=50, max_ticks=300)
+    run = run_loop(DelayAwareP(), seeded_goals([0, 1]), config, robot_spec(), robot=robot)
+    assert run.report.counts[STATE_RATE_MISMATCH] == 1
+    assert "the robot steps every" in run.report.transitions[-1].reason
