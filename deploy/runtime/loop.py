@@ -27,7 +27,6 @@ episodes in ``episodes.py``; the stop command goes out in ``finally`` and repeat
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import logging
 import math
@@ -77,7 +76,7 @@ logger = logging.getLogger(__name__)
 Policy = Callable[[np.ndarray], np.ndarray]
 MAX_STATES_PER_TICK = 2  # one command per tick; a second state only to answer a HOMED state without waiting
 ROUND_TRIP_SAMPLES = 16  # HOME round trips remembered for the retry interval
-# Flags that mark a moment (the state right after a HOME), not a level: a state skipped for a newer one hands them on
+# Flags that mark a moment (the state right after a HOME), not a level: such a state is never skipped for a newer one
 EVENT_FLAGS = HOMED
 RECONNECT_REHOMES = "reconnect_rehomes"  # count: episodes aborted and re-homed because the port was reopened
 OLD_ESTOP_ACKS = "old_estop_acks"  # count: ESTOP_ACTIVE states numbered before the stop in force (not an ack)
@@ -162,6 +161,7 @@ class Controller(StateHandling):
         self._bounds: tuple[np.ndarray, np.ndarray] | None = None  # where the gripper is, per the last check
         self._last_valid_t = -math.inf  # local time the newest accepted state was made (estimated)
         self._fresh: tuple[float, StateMsg] | None = None
+        self._after_event: tuple[float, StateMsg] | None = None  # the newest state read after a waiting HOMED one
         self._to_note: tuple[float, StateMsg, Verdict] | None = None  # accepted, its bookkeeping after the answer
         self._generation = 0
         self._window_start = 0.0
@@ -271,7 +271,7 @@ class Controller(StateHandling):
         while self.sm.state is not LoopState.DONE:
             if self._fresh is not None and handled < MAX_STATES_PER_TICK:
                 t_read, msg = self._fresh
-                self._fresh = None
+                self._fresh, self._after_event = self._after_event, None  # the state after an event is next
                 handled += 1
                 record = self._on_state(max(t_read, self._window_start), msg) or record
                 self._note_accepted()
@@ -322,11 +322,17 @@ class Controller(StateHandling):
                     return  # a newer state is waiting: the old one cannot matter more
             self._last_state_seq = msg.seq
             self._check_rate(msg)
-            if self._fresh is not None:
+            waiting = self._fresh
+            if waiting is not None and waiting[1].flags & EVENT_FLAGS and not msg.flags & EVENT_FLAGS:
+                # The event state (HOMED) is answered first and becomes the anchor; the newest state after it waits
+                # and is checked against it. Handing the flag on to it instead would take one glitched state, read
+                # with the HOMED one, for the home pose, unchecked, and plan the episode's first command from it.
+                if self._after_event is not None:
+                    self.counts["skipped_states"] += 1
+                self._after_event = (t, msg)
+                return
+            if waiting is not None:
                 self.counts["skipped_states"] += 1
-                carried = self._fresh[1].flags & EVENT_FLAGS
-                if carried and not msg.flags & carried:  # the newer state also comes after that event
-                    msg = dataclasses.replace(msg, flags=msg.flags | carried)
             self._fresh = (t, msg)
         elif isinstance(msg, EStopMsg):
             self.counts["robot_estops"] += 1
@@ -365,7 +371,7 @@ class Controller(StateHandling):
         if self.episodes.current is not None:
             self.episodes.end(None, aborted=True)
         self.line.new_episode()
-        self._fresh = None  # read before the reopen
+        self._fresh = self._after_event = None  # read before the reopen
         self._enter(LoopState.HOLD, "the port was reopened: the robot may have restarted; hold, then re-home")
         self._hold_count = 0
 
@@ -391,7 +397,7 @@ class Controller(StateHandling):
             self._send(EStopMsg(self._next_seq(), self._clock(), EStopReason.WATCHDOG))
         if self.episodes.current is not None:
             self.episodes.end(None, aborted=True)
-        self._fresh = None
+        self._fresh = self._after_event = None
         self._implausible_run = 0
         self.checker.reset()  # after the stop, the robot is re-homed: the next accepted state is the new anchor
         self._anchor = None

@@ -19,7 +19,17 @@ from scripted_robot import POSE, ScriptedClock, ScriptedRobot
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
 from deploy.runtime.state_machine import LoopState
-from deploy.wire import AckMsg, ErrorCode, EStopMsg, EStopReason, LinkError, Message, StateFlags, StateMsg
+from deploy.wire import (
+    AckMsg,
+    CommandMsg,
+    ErrorCode,
+    EStopMsg,
+    EStopReason,
+    LinkError,
+    Message,
+    StateFlags,
+    StateMsg,
+)
 from envs.sim_robot import SimRobot
 
 PERIOD_S = 0.01
@@ -514,3 +524,49 @@ def test_a_link_that_failed_mid_episode_is_re_homed_not_planned_with():
     assert first.aborted and first.steps < config.max_episode_steps
     assert not second.aborted and second.steps == config.max_episode_steps  # homed again, then served
     assert robot.received["HomeMsg"] == 2
+
+
+class GlitchAfterHomed(ScriptedRobot):
+    """The scripted robot whose state right after the HOMED one (read in the same tick) reports the gripper
+    ``GLITCH_M`` off in x: a one-state sensor glitch; every command's action is recorded."""
+
+    GLITCH_M = -0.33
+
+    def __init__(self, clock: ScriptedClock) -> None:
+        super().__init__(clock, CONTRACT)
+        self.actions: list[np.ndarray] = []
+        self._after_homed = False
+
+    def send(self, msg: Message) -> int:
+        if isinstance(msg, CommandMsg):
+            self.actions.append(np.asarray(msg.action, dtype=np.float64))
+        return super().send(msg)
+
+    def _state(self) -> Message:
+        msg = super()._state()
+        glitch, self._after_homed = self._after_homed, bool(msg.flags & StateFlags.HOMED)
+        if not glitch:
+            return msg
+        state = msg.state.copy()
+        state[0] += self.GLITCH_M
+        return StateMsg(msg.seq, msg.t_s, state, msg.flags, msg.pending)
+
+
+def test_one_glitched_state_read_with_the_homed_one_is_checked_against_it():
+    """The arm homes 2 cm inside the workspace's +x face and the goal lies beyond it. The state after the HOMED one,
+    read in the same tick, says the gripper is 33 cm further back. Before: the HOMED flag was handed on to that newer
+    state, which was taken for the home pose unchecked, and the first command was a full +1 in x (at the gain
+    bound 3.7 cm: out of the box). Now the HOMED state is answered first and is the anchor; the state after it waits
+    and is checked against it (here a newer one replaces it before its turn)."""
+    clock = ScriptedClock()
+    robot = GlitchAfterHomed(clock)
+    face_x = POSE[0] + 0.02
+    spec = robot_spec(box=((1.0, 0.4, 0.3), (face_x, 1.1, 0.9)))
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=10, max_ticks=30, freeze_gc=False)
+    goal = GoalSource([(face_x + 0.25, POSE[1], POSE[2])])
+    report = Controller(robot, CONTRACT, DelayAwareP(), spec, goal, config, clock=clock).run()
+    moves = [a for a in robot.actions if np.any(a[:3] != 0)]
+    assert moves, "the policy never commanded: the test would not show the barrier"
+    reach_m = moves[0][0] * spec.command_scale_m * spec.actuator_gain_max
+    assert POSE[0] + reach_m <= face_x  # the first command keeps even the fastest arm inside
+    assert report.episodes and not report.episodes[0].aborted  # the glitch was never planned with, nor a fault
