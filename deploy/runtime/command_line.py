@@ -22,6 +22,7 @@ numpy only (robot side).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter, OrderedDict
 from typing import NamedTuple
@@ -96,6 +97,12 @@ class CommandLine:
         if oldest is None:
             return 0
         return sum(1 for seq in pending if seq != HOLD_SEQ and seq not in sent_table and not seq_newer(oldest, seq))
+
+    def out_of_order(self, pending: tuple[int, ...]) -> bool:
+        """Whether a reported delay line (oldest first) lists two of this loop's commands in another order than
+        they were sent: each command in it must be newer than the one before it (holds, 0, are skipped)."""
+        commands = [seq for seq in pending if seq != HOLD_SEQ]
+        return any(not seq_newer(newer, older) for older, newer in itertools.pairwise(commands))
 
     @property
     def last_sent_seq(self) -> int | None:

@@ -162,6 +162,7 @@ class Controller(StateHandling):
         self._last_valid_t = -math.inf  # local time the newest accepted state was made (estimated)
         self._fresh: tuple[float, StateMsg] | None = None
         self._after_event: tuple[float, StateMsg] | None = None  # the newest state read after a waiting HOMED one
+        self._repeats_since_fresh = 0  # states since the last new one that repeated its sequence number
         self._to_note: tuple[float, StateMsg, Verdict] | None = None  # accepted, its bookkeeping after the answer
         self._generation = 0
         self._window_start = 0.0
@@ -315,7 +316,9 @@ class Controller(StateHandling):
             last = self._last_state_seq
             if last is not None and msg.seq == last:
                 self.counts["stale_seq"] += 1  # the same state again: a frozen sensor or a duplicate
+                self._repeats_since_fresh += 1
                 return
+            self._repeats_since_fresh = 0
             if last is not None and not seq_newer(msg.seq, last):
                 self.counts["old_seq"] += 1  # a replay, or a robot that restarted: the checker decides
                 if self._fresh is not None:

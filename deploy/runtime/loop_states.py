@@ -46,7 +46,7 @@ from deploy.runtime.safety import (
     filter_action,
     hold_result,
 )
-from deploy.runtime.state_check import UNSENT_PENDING, Verdict
+from deploy.runtime.state_check import PENDING_ORDER, UNSENT_PENDING, Verdict
 from deploy.runtime.state_frames import STATE_LENGTH
 from deploy.runtime.state_machine import LoopState
 from deploy.runtime.tick_record import TickRecord
@@ -67,6 +67,7 @@ CHECKED_MODES = (LoopState.HOLD, LoopState.HOMING, LoopState.RUN)  # modes where
 MALFORMED_STATE = "malformed_state"  # reason of a tick whose states were all dropped at decode (state_frames.py)
 NON_FINITE_OBSERVATION = "non_finite_observation"  # reason of a tick whose float32 observation held NaN/inf
 ESTOP_ACTIVE_IN_RUN = "robot_estop_active_in_run"  # count: the robot reported its e-stop latched while in RUN
+ROUND_TRIP_OUTLIERS = "round_trip_outliers"  # count: line round trips longer than watchdog_stop_s, not sampled
 ROUND_TRIP_UNMEASURED = "round_trip_unmeasured"  # count: homed before any round trip was measured (see HOLD)
 HOMED_WITH_ESTOP = "homed_with_estop_active"  # count: a HOMED state with the e-stop latched (homing not complete)
 ESTOP_NOT_ACKNOWLEDGED = "estop_not_acknowledged"  # count: the robot kept answering a safe stop without acknowledging
@@ -132,6 +133,9 @@ class StateHandling:
         if self.line.unsent(msg.pending):
             self.counts[f"implausible_{UNSENT_PENDING}"] += 1
             return Verdict(False, UNSENT_PENDING)
+        if self.line.out_of_order(msg.pending):
+            self.counts[f"implausible_{PENDING_ORDER}"] += 1
+            return Verdict(False, PENDING_ORDER)
         old_pending = self._anchor.pending if self._anchor is not None else ()
         applied = self.line.applied_length(old_pending, msg.pending, self._anchor_sent_seq)
         homed = bool(msg.flags & HOMED)
@@ -156,7 +160,11 @@ class StateHandling:
         if verdict.clock_corrected:
             self.counts["clock_offset_corrections"] += 1
         round_trip = self.line.round_trip_s(msg.pending, t_in)
-        if round_trip is not None and not self.robot_link.arrived_after_loss(msg.seq):  # a lost answer: the wait
+        if round_trip is not None and round_trip > self.limits.watchdog_stop_s:
+            # longer than the watchdog lets a state be late: no round trip of a link the loop runs on, but a line
+            # that names an old command late (one such sample stretched the wait for a HOME's answer to 44 s)
+            self.counts[ROUND_TRIP_OUTLIERS] += 1
+        elif round_trip is not None and not self.robot_link.arrived_after_loss(msg.seq):  # a lost answer: the wait
             self._round_trips.append(round_trip)
         self.stats.on_robot_state(msg.seq, msg.t_s, restarted=bool(msg.flags & HOMED))
 
@@ -354,6 +362,11 @@ class StateHandling:
             self._check_startup_timeout(now)
         if state is LoopState.SAFE_STOP:
             why = "it stayed silent"
+            if self._repeats_since_fresh:
+                why = (
+                    f"it sent only repeats of one state ({self._repeats_since_fresh} with the same sequence number: a "
+                    "frozen sensor or a stuck sender)"
+                )
             if rejected:
                 why = f"it sent only malformed states ({', '.join(sorted(set(rejected)))})"
             if self._recover_timed_out(why):
@@ -448,6 +461,11 @@ class StateHandling:
             hint = ""
             if latched:
                 hint = f" and that a HOME releases its e-stop ({latched} HOMED states came with it active)"
+            if self._repeats_since_fresh:
+                hint += (
+                    f"; its last {self._repeats_since_fresh} states all repeated one sequence number (a stuck sender: "
+                    "a repeated state is never read, HOMED or not)"
+                )
             self._safe_stop(
                 f"the robot never reported HOMED: {self._home_retries_run + 1} HOMEs for episode "
                 f"{self.episodes.current.index} went unanswered; check the robot's homing{hint}"  # type: ignore[union-attr]

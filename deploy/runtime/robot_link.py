@@ -129,7 +129,7 @@ class RobotLink:
 
     def _note_seq(self, seq: int) -> None:
         last = self._last_robot_seq
-        if last is not None and seq != seq_after(last):
+        if last is not None and seq not in (last, seq_after(last)):  # a repeat (a frozen sender) loses no frame
             self.counts["robot_frame_gaps"] += 1
             self._after_loss.append(seq)
         self._last_robot_seq = seq

@@ -77,6 +77,9 @@ EXCEEDS_GAIN = "exceeds_gain"
 FIELD_OUT_OF_RANGE = "field_out_of_range"
 # The delay line names a command the loop never sent (checked by the loop before this checker: CommandLine.unsent)
 UNSENT_PENDING = "unsent_pending"
+# ... or lists its commands in another order than they were sent (CommandLine.out_of_order): a serial link does not
+# reorder frames, so the robot's bookkeeping of its line is wrong, and so would be the policy's action history
+PENDING_ORDER = "pending_order"
 IMPLAUSIBLE_KINDS = (
     TIME_BACKWARDS,
     TIME_AHEAD,
@@ -88,6 +91,7 @@ IMPLAUSIBLE_KINDS = (
     EXCEEDS_GAIN,
     FIELD_OUT_OF_RANGE,
     UNSENT_PENDING,
+    PENDING_ORDER,
 )
 RESTART_KINDS = frozenset({TIME_BACKWARDS, TIME_AHEAD, SEQ_GAP, SEQ_BACKWARDS})  # breaks a robot restart explains
 NEVER_ANCHOR_KINDS = frozenset({OUTSIDE_ENVELOPE, FIELD_OUT_OF_RANGE})  # values no robot can report: no re-anchoring
@@ -354,6 +358,7 @@ class StateChecker:
             return Verdict(False, kind)
         self.offset_s = min(s.t_recv - s.t_robot for s in chain)
         self._chain = []
+        self._home_expected = False  # a HOME sent before the restart is void: the rebooted robot's motion is checked
         self.anchor = seen  # its motion is zero: nothing is carried across a restart
         low = tuple(p - n for p, n in zip(seen.position, self._noise_bound_m, strict=True))
         high = tuple(p + n for p, n in zip(seen.position, self._noise_bound_m, strict=True))

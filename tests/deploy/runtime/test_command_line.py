@@ -92,3 +92,21 @@ def test_sync_never_moves_acked_seq_to_a_command_never_sent() -> None:
     assert counts["unknown_pending"] == 1
     assert len(line.in_flight()) == 3  # the two reported (11 and a hold) and command 12, sent and not yet reported
     assert line.displacement_m(3)[0] == pytest.approx(2.0 * CONTRACT.action_scale_m)
+
+
+@pytest.mark.parametrize(
+    ("pending", "out_of_order"),
+    [
+        ((5, 6), False),
+        ((0, 6), False),  # a hold the robot inserted
+        ((5, 0, 6), False),
+        ((6, 5), True),  # newest first: the robot's line bookkeeping is reversed
+        ((6, 0, 5), True),
+        ((5, 5), True),  # a command twice (dropped as malformed before this, but not in order either)
+        ((2**32 - 1, 1), False),  # across the sequence wrap, in order
+        ((1, 2**32 - 1), True),
+    ],
+)
+def test_a_line_must_list_its_commands_in_the_order_they_were_sent(pending, out_of_order) -> None:
+    line = line_with({5: [0.1, 0.0, 0.0, 0.0], 6: [0.2, 0.0, 0.0, 0.0]})
+    assert line.out_of_order(pending) is out_of_order

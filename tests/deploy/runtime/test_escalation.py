@@ -25,6 +25,7 @@ from deploy.wire import (
     ErrorCode,
     EStopMsg,
     EStopReason,
+    HomeMsg,
     LinkError,
     Message,
     StateFlags,
@@ -570,3 +571,163 @@ def test_one_glitched_state_read_with_the_homed_one_is_checked_against_it():
     reach_m = moves[0][0] * spec.command_scale_m * spec.actuator_gain_max
     assert POSE[0] + reach_m <= face_x  # the first command keeps even the fastest arm inside
     assert report.episodes and not report.episodes[0].aborted  # the glitch was never planned with, nor a fault
+
+
+class LateLineRobot(ScriptedRobot):
+    """The scripted robot whose delay line, when told, names the command sent ``lag`` commands ago (after a stretch
+    that showed only holds): a line reporting an old command late, not a link that slow."""
+
+    def __init__(self, clock: ScriptedClock) -> None:
+        super().__init__(clock, CONTRACT)
+        self.name_old_command_lag = 0
+
+    def _state(self) -> Message:
+        msg = super()._state()
+        if not self.name_old_command_lag:
+            return msg
+        old = self.commands[-self.name_old_command_lag]
+        self.name_old_command_lag = 0
+        return StateMsg(msg.seq, msg.t_s, msg.state, msg.flags, (0, old))
+
+
+def test_a_line_naming_an_old_command_late_is_no_round_trip_sample():
+    """Before: one such state made a 0.6 s 'round trip' (60 periods), so a HOME was resent only after 2 x 0.6 s and a
+    robot that went silent while homing was stopped only after max_home_retries of those. A sample longer than
+    watchdog_stop_s is no link the loop runs on: counted, not used."""
+    clock = ScriptedClock()
+    robot = LateLineRobot(clock)
+    lag = 60
+
+    def lie_once(controller: Controller, record) -> None:
+        steps = controller.episodes.steps
+        if controller.sm.state is LoopState.RUN:
+            robot.drop_commands = 5 <= steps < 5 + lag  # its line shows only holds meanwhile
+            if steps == 5 + lag:
+                robot.name_old_command_lag = lag
+
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=80, home_retry_ticks=5, max_ticks=200, freeze_gc=False)
+    spec = robot_spec(hold_s=0.1, stop_s=0.5)
+    goals = GoalSource([POSE])
+    controller = Controller(robot, CONTRACT, DelayAwareP(), spec, goals, config, on_tick=lie_once, clock=clock)
+    report = controller.run()
+    assert report.counts["round_trip_outliers"] == 1
+    assert controller.home_retry_ticks() == config.home_retry_ticks  # no 0.6 s sample sizes the wait
+
+
+class ReversedLineRobot(ScriptedRobot):
+    """The scripted robot that, when told, reports its delay line newest first."""
+
+    def __init__(self, clock: ScriptedClock) -> None:
+        super().__init__(clock, CONTRACT)
+        self.reverse = False
+
+    def _state(self) -> Message:
+        msg = super()._state()
+        return StateMsg(msg.seq, msg.t_s, msg.state, msg.flags, msg.pending[::-1]) if self.reverse else msg
+
+
+def test_a_line_in_another_order_than_the_commands_were_sent_is_implausible():
+    """Before: the policy was given the history in the robot's (reversed) order and nothing was counted."""
+    clock = ScriptedClock()
+    robot = ReversedLineRobot(clock)
+
+    def reverse_from_step_5(controller: Controller, record) -> None:
+        if controller.sm.state is LoopState.RUN and controller.episodes.steps == 5:
+            robot.reverse = True
+
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=30, max_ticks=100, freeze_gc=False)
+    goal = GoalSource([(POSE[0] + 0.1, POSE[1], POSE[2])])  # the policy commands moves: the line holds commands
+    controller = Controller(
+        robot, CONTRACT, DelayAwareP(), robot_spec(), goal, config, on_tick=reverse_from_step_5, clock=clock
+    )
+    report = controller.run()
+    assert report.counts["implausible_pending_order"] >= 1
+    stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
+    assert "implausible_pending_order" in stop.reason
+
+
+class FrozenRobot(ScriptedRobot):
+    """The scripted robot whose sender, when told, repeats its last state frame unchanged (same number)."""
+
+    def __init__(self, clock: ScriptedClock) -> None:
+        super().__init__(clock, CONTRACT)
+        self.freeze = False
+        self._last: Message | None = None
+
+    def _state(self) -> Message:
+        if self.freeze and self._last is not None:
+            return self._last
+        self._last = super()._state()
+        return self._last
+
+
+def test_a_frozen_sender_is_named_as_one_not_as_silence_or_lost_frames():
+    """Before: a robot repeating one state frame was reported as 'it stayed silent', and every repeat was counted as
+    a lost frame (robot_frame_gaps)."""
+    clock = ScriptedClock()
+    robot = FrozenRobot(clock)
+
+    def freeze_in_run(controller: Controller, record) -> None:
+        if controller.sm.state is LoopState.RUN and controller.episodes.steps == 3:
+            robot.freeze = True
+
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=20, recover_timeout_s=0.5, max_ticks=400, freeze_gc=False)
+    spec = robot_spec(hold_s=0.05, stop_s=0.1)
+    controller = Controller(
+        robot, CONTRACT, DelayAwareP(), spec, GoalSource([POSE]), config, on_tick=freeze_in_run, clock=clock
+    )
+    report = controller.run()
+    assert report.counts["stale_seq"] > 10
+    assert report.counts.get("robot_frame_gaps", 0) == 0
+    last = report.transitions[-1]
+    assert "repeats of one state" in last.reason and "frozen sensor or a stuck sender" in last.reason, last.reason
+
+
+class RebootsWhileHoming(ScriptedRobot):
+    """The scripted robot that reboots on the second HOME it receives (numbering and clock begin again, no HOMED
+    state comes) and, once told to, reports its arm ``JUMP_M`` away in y."""
+
+    JUMP_M = 0.3
+
+    def __init__(self, clock: ScriptedClock) -> None:
+        super().__init__(clock, CONTRACT)
+        self.rebooted_at_t: float | None = None
+        self.jumped = False
+
+    def send(self, msg: Message) -> int:
+        answer = super().send(msg)
+        if isinstance(msg, HomeMsg) and self.received["HomeMsg"] == 2:  # the second episode's HOME: it reboots
+            self.rebooted_at_t, self._seq, self._homing_since = self.clock.t, 0, None
+        return answer
+
+    def _state(self) -> Message:
+        msg = super()._state()
+        if self.rebooted_at_t is None:
+            return msg
+        state = msg.state.copy()
+        state[1] += self.JUMP_M if self.jumped else 0.0
+        return StateMsg(msg.seq, msg.t_s - self.rebooted_at_t, state, msg.flags, msg.pending)
+
+
+def test_a_home_sent_before_a_robot_restart_does_not_excuse_motion_after_it():
+    """A robot reboots while HOMING (its HOMED state never comes); the restart is confirmed and the loop holds. Before,
+    the checker still expected the home motion from the HOME sent before the reboot, so a 0.3 m jump in HOLD was
+    accepted as the robot homing; now the restart voids that HOME and the jump is implausible."""
+    clock = ScriptedClock()
+    robot = RebootsWhileHoming(clock)
+    seen: list[str] = []
+
+    def script(controller: Controller, record) -> None:
+        state = controller.sm.state
+        if state is LoopState.HOLD and robot.rebooted_at_t is not None and not robot.jumped:
+            seen.append("hold after the restart")
+            robot.jumped = True
+
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=5, max_ticks=120, freeze_gc=False)
+    spec = robot_spec(hold_s=0.1, stop_s=0.3)
+    controller = Controller(
+        robot, CONTRACT, DelayAwareP(), spec, GoalSource([POSE] * 3), config, on_tick=script, clock=clock
+    )
+    report = controller.run()
+    assert seen and report.counts["robot_restarts"] >= 1
+    assert report.counts.get("implausible_too_fast", 0) + report.counts.get("implausible_unexplained_motion", 0) >= 1
