@@ -140,6 +140,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # noisy (twice the env steps per update); a shorter horizon (gamma 0.95) credits the steps near a push more.
     "launch_file_16_members": {"group_size": 16},
     "launch_file_gamma_0.95": {"gamma": 0.95},
+    # Groups compared from the middle of an episode: half of each rollout's groups start from a state one member of
+    # the previous rollout had reached after a random number of steps (often next to or at the block), so members
+    # that push differently from the same state are ranked against each other (GRPO restart_fraction).
+    "launch_file_restart_0.5": {"restart_fraction": 0.5},
     # approach_10 with the distance term, advantages scaled by the batch's std (as distance_10_batch_scale).
     "approach_10_distance_10": {
         "bound_coef": 1.0,

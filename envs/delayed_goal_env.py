@@ -32,6 +32,7 @@ import numpy as np
 from gymnasium import spaces
 
 from deploy.contract import MAX_DELAY_STEPS, ActionHistory, ObservationContract, apply_delay
+from envs.snapshots import NEW_EPISODE_OPTION
 
 MIN_ACTION_GAIN, MAX_ACTION_GAIN = 0.5, 1.5
 
@@ -171,7 +172,10 @@ class DelayedGoalEnv(gym.Env):
         super().reset(seed=seed)
         snapshot = (options or {}).get("snapshot")
         if snapshot is not None:
-            return self._restore(snapshot), {"delay": self.delay}
+            observation = self._restore(snapshot)
+            if (options or {}).get(NEW_EPISODE_OPTION):  # the state starts a new episode: the whole length ahead
+                self.elapsed_steps = 0
+            return observation, {"delay": self.delay}
         self._physics_reset()
         self.history.clear()
         lo, hi = self.delay_range

@@ -15,6 +15,10 @@ holds everything the next steps depend on:
   flight and this episode's delay);
 - the observation and info last returned, which a restore returns again.
 
+``reset(options={"snapshot": s, "new_episode": True})`` restores the same state as the start of a new episode: the
+step count (TimeLimit) begins at 0, so a state snapshotted mid-episode gets the env's whole episode length from
+there (GRPO's ``restart_fraction``); everything else is the snapshot's.
+
 Derived quantities. After ``mj_step`` MuJoCo's positions-derived arrays (``xpos``, ``site_xpos``, ...) still
 describe the start of the last substep, and some envs read them before stepping (Fetch's mocap action reads
 ``xpos``; Reacher's reward reads body positions). They are not part of the integration state, so both
@@ -43,6 +47,7 @@ from gymnasium.wrappers import TimeLimit
 
 SNAPSHOT_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
 DEFAULT_TASK_ATTRS = ("goal",)
+NEW_EPISODE_OPTION = "new_episode"  # reset option: the snapshot's state starts a new episode (step count 0)
 
 
 @runtime_checkable
@@ -115,11 +120,12 @@ class SnapshotWrapper(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         options = dict(options or {})
         snapshot = options.pop("snapshot", None)
+        new_episode = bool(options.pop(NEW_EPISODE_OPTION, False))
         obs, info = self.env.reset(seed=seed, options=options or None)
         if snapshot is None:
             self._last = (obs, info)
             return obs, info
-        return self._restore(snapshot)
+        return self._restore(snapshot, new_episode)
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -149,7 +155,7 @@ class SnapshotWrapper(gym.Wrapper):
             return wrapper._elapsed_steps  # gymnasium keeps the step count private; TimeLimit has no accessor
         return wrapper.get_episode_state()
 
-    def _restore(self, snapshot: MujocoSnapshot) -> tuple[Any, dict[str, Any]]:
+    def _restore(self, snapshot: MujocoSnapshot, new_episode: bool = False) -> tuple[Any, dict[str, Any]]:
         if not isinstance(snapshot, MujocoSnapshot):
             raise TypeError(f"options['snapshot'] must be a MujocoSnapshot from env.snapshot(), got {type(snapshot)}")
         physics = np.asarray(snapshot.physics, dtype=np.float64)
@@ -167,7 +173,7 @@ class SnapshotWrapper(gym.Wrapper):
         base.np_random.bit_generator.state = copy.deepcopy(snapshot.rng_state)
         for wrapper, state in zip(self._stateful, snapshot.wrappers, strict=True):
             if isinstance(wrapper, TimeLimit):
-                wrapper._elapsed_steps = state
+                wrapper._elapsed_steps = 0 if new_episode else state
             else:
                 wrapper.set_episode_state(state)
         self._last = (copy.deepcopy(snapshot.observation), copy.deepcopy(snapshot.info))

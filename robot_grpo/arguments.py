@@ -33,6 +33,7 @@ def check_grpo_arguments(
     max_grad_norm: float,
     ref_update_interval: int,
     extra_loss_terms: Sequence[Any],
+    restart_fraction: float = 0.0,
 ) -> None:
     """Check GRPO's hyperparameters (``n_envs`` None: no env yet, e.g. while loading)."""
     if group_size < 2:
@@ -69,4 +70,9 @@ def check_grpo_arguments(
         raise ValueError(f"max_grad_norm must be > 0, got {max_grad_norm}")
     if ref_update_interval < 0:
         raise ValueError(f"ref_update_interval must be >= 0 (0 = never refresh), got {ref_update_interval}")
+    if not 0.0 <= restart_fraction < 1.0:
+        raise ValueError(
+            f"restart_fraction must be in [0, 1) (the share of groups restarted from mid-episode states; some must "
+            f"start fresh, or nothing starts from the env's reset), got {restart_fraction}"
+        )
     check_loss_terms(extra_loss_terms)

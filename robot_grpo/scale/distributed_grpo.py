@@ -52,6 +52,11 @@ class DistributedGRPO(GRPO):
     ) -> None:
         if "env" in kwargs or "_init_setup_model" in kwargs:
             raise TypeError("DistributedGRPO builds its env from workers.env_factory; do not pass env")
+        if kwargs.get("restart_fraction", 0.0):
+            raise ValueError(
+                "restart_fraction is not supported on Ray workers (their groups start from fresh resets); train with "
+                "GRPO on a local VecEnv, or leave restart_fraction at 0"
+            )
         super().__init__(policy, DummyVecEnv([workers.env_factory]), _init_setup_model=False, **kwargs)
         if workers.group_size != self.group_size:
             raise ValueError(

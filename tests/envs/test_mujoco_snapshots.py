@@ -145,3 +145,29 @@ def test_group_reset_on_fetch_reach_built_with_make_vec_env():
         np.testing.assert_array_equal(obs[key][0], obs[key][1])
         np.testing.assert_array_equal(obs[key][2], obs[key][3])
     assert not np.array_equal(obs["desired_goal"][0], obs["desired_goal"][2])
+
+
+def steps_until_truncated(env: gym.Env, limit: int) -> int:
+    """Hold-still steps until the env truncates (at most ``limit``)."""
+    hold = np.zeros(env.action_space.shape, dtype=env.action_space.dtype)
+    for n in range(1, limit + 1):
+        _, _, terminated, truncated, _ = env.step(hold)
+        if terminated or truncated:
+            return n
+    return limit
+
+
+@pytest.mark.parametrize(("make", "env_id"), [(plain, "FetchPush-v4"), (delayed, "DelayedFetchPush-v0")])
+def test_a_mid_episode_snapshot_restored_as_a_new_episode_gets_the_whole_length(make, env_id):
+    """``new_episode``: the state (block, gripper, goal, delay line) is the snapshot's, the step count starts at 0;
+    without it the restore continues the episode (and ends WARMUP_STEPS earlier)."""
+    env = make(env_id)
+    env.reset(seed=0)
+    rollout(env, actions_for(env, WARMUP_STEPS, 0))
+    snapshot = env.get_wrapper_attr("snapshot")()
+    continued, _ = env.reset(options={"snapshot": snapshot})
+    assert steps_until_truncated(env, 2 * EPISODE_STEPS) == EPISODE_STEPS - WARMUP_STEPS
+    restarted, _ = env.reset(options={"snapshot": snapshot, "new_episode": True})
+    for key in ("observation", "achieved_goal", "desired_goal"):
+        np.testing.assert_array_equal(restarted[key], continued[key])
+    assert steps_until_truncated(env, 2 * EPISODE_STEPS) == EPISODE_STEPS

@@ -124,3 +124,17 @@ def test_restore_rejects_a_snapshot_of_another_delay_layout() -> None:
     assert isinstance(snap, EnvSnapshot)
     with pytest.raises(ValueError, match="history"):
         PointReachEnv(delay=2).reset(options={"snapshot": snap})
+
+
+@MAKERS
+def test_a_mid_episode_snapshot_restored_as_a_new_episode_gets_the_whole_length(make_env) -> None:
+    env = make_env()
+    env.reset(seed=3)
+    rollout(env, actions_for(env, WARMUP_STEPS, 3))
+    snapshot = env.snapshot()
+    continued, _ = env.reset(options={"snapshot": snapshot})
+    assert env.elapsed_steps == WARMUP_STEPS
+    restarted, _ = env.reset(options={"snapshot": snapshot, "new_episode": True})
+    assert env.elapsed_steps == 0
+    for key in continued:
+        np.testing.assert_array_equal(restarted[key], continued[key])

@@ -59,6 +59,26 @@ def test_rollout_groups_share_their_start_and_goal():
     assert not np.array_equal(obs[0], obs[G])
 
 
+def test_restarted_groups_start_where_a_member_of_the_previous_rollout_was_mid_episode():
+    """restart_fraction 0.5 of 2 groups: after the first rollout (all fresh) one group of the next starts from the
+    state one member had reached after some control steps (its goal kept); the other starts fresh."""
+    model = small_model(restart_fraction=0.5)
+    model.learn(G * N_GROUPS * EP_STEPS)
+    first = model.rollout_buffer.observations.copy()  # [T, n_envs, obs_dim]: the observation before each step
+    assert model._rollout_stats["rollout/restarted_groups"] == 0.0 and len(model._restart_pool) == N_GROUPS
+    model.learn(G * N_GROUPS * EP_STEPS, reset_num_timesteps=False)
+    assert model._rollout_stats["rollout/restarted_groups"] == 1.0
+    start = model.rollout_buffer.observations[0]
+    restarted = start[G:]  # the last group
+    np.testing.assert_array_equal(restarted, np.repeat(restarted[:1], G, axis=0))  # one start for the group
+    mid_episode = first[1:].reshape(-1, first.shape[-1])  # states after 1 .. T - 1 steps of the first rollout
+    assert np.any(np.all(mid_episode == restarted[0], axis=1))
+    assert not np.any(np.all(first[0] == restarted[0], axis=1))  # not a reset state of the first rollout
+    assert not np.any(np.all(mid_episode == start[0], axis=1))  # the first group started fresh
+    with pytest.raises(ValueError, match=r"restart_fraction must be in \[0, 1\)"):
+        small_model(restart_fraction=1.0)
+
+
 def test_same_seed_gives_identical_weights():
     a, b = small_model(seed=3), small_model(seed=3)
     a.learn(2 * G * N_GROUPS * EP_STEPS)

@@ -36,6 +36,16 @@ def test_grpo_trains_on_delayed_fetch_push():
     assert model.rollout_buffer.n_samples > G * N_GROUPS * EPISODE_STEPS  # hindsight added relabelled rows
 
 
+def test_restarted_push_groups_run_the_whole_episode_from_a_mid_episode_state():
+    """The task's step count is part of its snapshot: a group restarted from a state after k steps is reset as a new
+    episode (``new_episode``), so it still runs EPISODE_STEPS steps (before: its episodes ended k steps early and the
+    rollout stopped with 'episodes must all end exactly at the time limit')."""
+    env = make_vec_env("DelayedFetchPush-v0", n_envs=G * N_GROUPS, seed=0)
+    model = GRPO("MultiInputPolicy", env, seed=0, restart_fraction=0.5, **TINY)
+    trains(model)
+    assert model._rollout_stats["rollout/restarted_groups"] == 1.0
+
+
 def test_the_reaching_term_an_env_reports_reaches_the_buffer_and_its_hindsight_copies():
     env = make_vec_env("DelayedFetchPush-v0", n_envs=G * N_GROUPS, seed=0, env_kwargs={"approach_coef": 5.0})
     model = GRPO("MultiInputPolicy", env, seed=0, **TINY)

@@ -83,5 +83,7 @@ def test_arguments_are_checked():
             DistributedGRPO("MultiInputPolicy", pool, **{**SMALL, "group_size": 8})
         with pytest.raises(TypeError, match="GRPO.load"):
             DistributedGRPO.load("anything.zip")
+        with pytest.raises(ValueError, match="restart_fraction is not supported on Ray workers"):
+            DistributedGRPO("MultiInputPolicy", pool, **{**SMALL, "restart_fraction": 0.5})
     finally:
         pool.shutdown()
