@@ -84,12 +84,17 @@ def test_restore_into_a_fresh_instance_after_pickling(make_env) -> None:
     assert_identical(first, rollout(other, actions))
 
 
+def mid_episode(make_env, seed: int, action_seed: int):
+    """A fresh env after WARMUP_STEPS random steps of episode ``seed`` (commands pending), and its snapshot."""
+    env = make_env()
+    env.reset(seed=seed)
+    rollout(env, actions_for(env, WARMUP_STEPS, action_seed))
+    return env, env.snapshot()
+
+
 @MAKERS
 def test_snapshot_is_independent_of_later_steps(make_env) -> None:
-    env = make_env()
-    env.reset(seed=2)
-    rollout(env, actions_for(env, WARMUP_STEPS, 5))
-    snap = env.snapshot()
+    env, snap = mid_episode(make_env, seed=2, action_seed=5)
     copy = pickle.loads(pickle.dumps(snap))
     rollout(env, actions_for(env, 10, 6))
     assert_same_snapshot(snap, copy)
@@ -128,10 +133,7 @@ def test_restore_rejects_a_snapshot_of_another_delay_layout() -> None:
 
 @MAKERS
 def test_a_mid_episode_snapshot_restored_as_a_new_episode_gets_the_whole_length(make_env) -> None:
-    env = make_env()
-    env.reset(seed=3)
-    rollout(env, actions_for(env, WARMUP_STEPS, 3))
-    snapshot = env.snapshot()
+    env, snapshot = mid_episode(make_env, seed=3, action_seed=3)
     continued, _ = env.reset(options={"snapshot": snapshot})
     assert env.elapsed_steps == WARMUP_STEPS
     restarted, _ = env.reset(options={"snapshot": snapshot, "new_episode": True})
