@@ -78,9 +78,6 @@ MAX_STATES_PER_TICK = 2  # one command per tick; a second state only to answer a
 ROUND_TRIP_SAMPLES = 16  # HOME round trips remembered for the retry interval
 # Flags that mark a moment (the state right after a HOME), not a level: such a state is never skipped for a newer one
 EVENT_FLAGS = HOMED
-RECONNECT_REHOMES = "reconnect_rehomes"  # count: episodes aborted and re-homed because the port was reopened
-OLD_ESTOP_ACKS = "old_estop_acks"  # count: ESTOP_ACTIVE states numbered before the stop in force (not an ack)
-STATE_RATE_MISMATCH = "state_rate_mismatch"  # count: the run ended because the robot steps at another rate
 
 
 class Controller(StateHandling):
@@ -345,47 +342,6 @@ class Controller(StateHandling):
             self.robot_errors[msg.code] += 1
         else:
             self.counts[f"ignored_{type(msg).__name__}"] += 1
-
-    def _check_rate(self, msg: StateMsg) -> None:
-        """Every new state times the robot's step (``StateRateCheck``); a robot stepping at another rate than the
-        loop's ends the run: no check of a single state can catch it, and nothing the loop does can fix it."""
-        # a HOMED state restarts the robot's period clock only as the answer to a HOME: one flagged anywhere else
-        # (a robot that sets it on every state) must not switch the check off
-        homed = bool(msg.flags & HOMED) and self.sm.state is LoopState.HOMING
-        self.rate.add(msg.seq, msg.t_s, self.tick, restarted=homed, overruns=self.stats.overruns)
-        problem = self.rate.mismatch()
-        if problem and self.sm.state is not LoopState.DONE:
-            self.counts[STATE_RATE_MISMATCH] += 1
-            logger.error("tick %d: %s; ending the run", self.tick, problem)
-            self._finish(problem)
-
-    def _on_reconnect(self) -> None:
-        """The port was reopened: what the robot did while it was down is unknown (it may have rebooted, the arm may
-        have moved), and the checker starts without an anchor. An episode under way is aborted and the robot held and
-        re-homed, as after a confirmed restart, rather than planned with from the first state of the new link. The
-        robot's numbering may have begun again: an e-stop in force is acknowledged by any state of the new link that
-        reports it, and HOLD counts its fresh states anew."""
-        self._stop_seq = None
-        self._hold_count = 0
-        if self.sm.state not in (LoopState.HOMING, LoopState.RUN):
-            return
-        self.counts[RECONNECT_REHOMES] += 1
-        logger.warning("tick %d: the port was reopened in %s; holding to re-home", self.tick, self.sm.state.name)
-        if self.episodes.current is not None:
-            self.episodes.end(None, aborted=True)
-        self.line.new_episode()
-        self._fresh = self._after_event = None  # read before the reopen
-        self._enter(LoopState.HOLD, "the port was reopened: the robot may have restarted; hold, then re-home")
-        self._hold_count = 0
-
-    def _answers_stop(self, msg: StateMsg) -> bool:
-        """Whether a state flagged ESTOP_ACTIVE acknowledges the e-stop now in force: only a state numbered after the
-        newest one seen when the stop went out can. An older state replayed (or delayed) from an earlier stop says
-        nothing about this one (counted as ``old_estop_acks``)."""
-        if self._stop_seq is None or seq_newer(msg.seq, self._stop_seq):
-            return True
-        self.counts[OLD_ESTOP_ACKS] += 1
-        return False
 
     # Safety -------------------------------------------------------------------------------------------------------
     def _safe_stop(self, reason: str, send_estop: bool = True) -> None:

@@ -29,13 +29,12 @@ mixin decides, for each fresh state (or a period without one), what to command g
 from __future__ import annotations
 
 import logging
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from deploy.contract import FLOAT32_MAX
-from deploy.runtime.loop_config import HOME_RETRY_ROUND_TRIPS
+from deploy.runtime.loop_homing import HOMED_WITH_ESTOP, Homing
 from deploy.runtime.policy_guard import OVERRUN
 from deploy.runtime.safety import (
     IMPLAUSIBLE_STATE,
@@ -50,7 +49,7 @@ from deploy.runtime.state_check import PENDING_ORDER, UNSENT_PENDING, Verdict
 from deploy.runtime.state_frames import STATE_LENGTH
 from deploy.runtime.state_machine import LoopState
 from deploy.runtime.tick_record import TickRecord
-from deploy.wire import HOLD_SEQ, EStopMsg, EStopReason, HomeMsg, StateFlags, StateMsg
+from deploy.wire import HOLD_SEQ, EStopMsg, EStopReason, StateFlags, StateMsg, seq_newer
 
 if TYPE_CHECKING:
     from deploy.runtime.loop import Controller
@@ -68,15 +67,16 @@ MALFORMED_STATE = "malformed_state"  # reason of a tick whose states were all dr
 NON_FINITE_OBSERVATION = "non_finite_observation"  # reason of a tick whose float32 observation held NaN/inf
 ESTOP_ACTIVE_IN_RUN = "robot_estop_active_in_run"  # count: the robot reported its e-stop latched while in RUN
 ROUND_TRIP_OUTLIERS = "round_trip_outliers"  # count: line round trips longer than watchdog_stop_s, not sampled
-ROUND_TRIP_UNMEASURED = "round_trip_unmeasured"  # count: homed before any round trip was measured (see HOLD)
-HOMED_WITH_ESTOP = "homed_with_estop_active"  # count: a HOMED state with the e-stop latched (homing not complete)
 ESTOP_NOT_ACKNOWLEDGED = "estop_not_acknowledged"  # count: the robot kept answering a safe stop without acknowledging
 NON_FINITE_STATE = "non_finite"  # verdict kind of a state with a NaN/inf value (as float32); counted as ``nan_states``
 NAN_STATES = "nan_states"
+RECONNECT_REHOMES = "reconnect_rehomes"  # count: episodes aborted and re-homed because the port was reopened
+OLD_ESTOP_ACKS = "old_estop_acks"  # count: ESTOP_ACTIVE states numbered before the stop in force (not an ack)
+STATE_RATE_MISMATCH = "state_rate_mismatch"  # count: the run ended because the robot steps at another rate
 INVALID_STATE_PREFIXES = ("malformed_", "implausible_")  # counters of states received and rejected
 
 
-class StateHandling:
+class StateHandling(Homing):
     """The per-state decisions of the controller (mixed into ``Controller``; see the module docstring)."""
 
     # A fresh state arrived --------------------------------------------------------------------------------------
@@ -205,28 +205,6 @@ class StateHandling:
         if self._hold_count >= self.config.hold_ticks and self._round_trip_known(msg):
             self._start_episode()
         return self._record(msg, EMPTY, self._hold, self._hold, (), float("nan"), False)
-
-    def _round_trip_known(self: Controller, msg: StateMsg) -> bool:
-        """True once a round trip was measured (a state reported one of the holds sent, or a HOMED state came), or
-        when none can be: the robot reports no delay line, or its e-stop is latched (it executes no command until a
-        HOME releases it). Without it the first HOME would be resent after the
-        configured ``home_retry_ticks`` even on a link slower than that, homing the robot twice. A robot whose line
-        shows none of the holds within ``watchdog_stop_s`` of entering HOLD is not waited on for ever: counted
-        (``round_trip_unmeasured``), logged, and the configured ticks size the wait."""
-        if self._round_trips or not msg.pending or msg.flags & ESTOP_ACTIVE:
-            return True
-        waited_s = self._clock() - self._mode_since
-        if waited_s < self.limits.watchdog_stop_s:
-            return False
-        self.counts[ROUND_TRIP_UNMEASURED] += 1
-        logger.warning(
-            "tick %d: no state reported a command of this loop in %.3f s of HOLD; homing with the configured "
-            "home_retry_ticks (%d) as the wait for its answer",
-            self.tick,
-            waited_s,
-            self.config.home_retry_ticks,
-        )
-        return True
 
     def _implausible_tick(self: Controller, msg: StateMsg | None, reasons: tuple[str, ...]) -> TickRecord:
         """The state failed its check, was non-finite or malformed: never plan with it. Hold, count; too many in a
@@ -422,55 +400,44 @@ class StateHandling:
             )
         return "; ".join(parts)
 
-    # Episodes ---------------------------------------------------------------------------------------------------
-    def _start_episode(self: Controller) -> None:
-        episode = self.episodes.start_next()
-        if episode is None:
-            self._finish("all goals served")
+    # Link events ----------------------------------------------------------------------------------------------
+    def _check_rate(self: Controller, msg: StateMsg) -> None:
+        """Every new state times the robot's step (``StateRateCheck``); a robot stepping at another rate than the
+        loop's ends the run: no check of a single state can catch it, and nothing the loop does can fix it."""
+        # a HOMED state restarts the robot's period clock only as the answer to a HOME: one flagged anywhere else
+        # (a robot that sets it on every state) must not switch the check off
+        homed = bool(msg.flags & HOMED) and self.sm.state is LoopState.HOMING
+        self.rate.add(msg.seq, msg.t_s, self.tick, restarted=homed, prompts=self.robot_link.sent_total)
+        problem = self.rate.mismatch()
+        if problem and self.sm.state is not LoopState.DONE:
+            self.counts[STATE_RATE_MISMATCH] += 1
+            logger.error("tick %d: %s; ending the run", self.tick, problem)
+            self._finish(problem)
+
+    def _on_reconnect(self: Controller) -> None:
+        """The port was reopened: what the robot did while it was down is unknown (it may have rebooted, the arm may
+        have moved), and the checker starts without an anchor. An episode under way is aborted and the robot held and
+        re-homed, as after a confirmed restart, rather than planned with from the first state of the new link. The
+        robot's numbering may have begun again: an e-stop in force is acknowledged by any state of the new link that
+        reports it, and HOLD counts its fresh states anew."""
+        self._stop_seq = None
+        self._hold_count = 0
+        if self.sm.state not in (LoopState.HOMING, LoopState.RUN):
             return
+        self.counts[RECONNECT_REHOMES] += 1
+        logger.warning("tick %d: the port was reopened in %s; holding to re-home", self.tick, self.sm.state.name)
+        if self.episodes.current is not None:
+            self.episodes.end(None, aborted=True)
         self.line.new_episode()
-        self._previous = self._hold.copy()
-        self._home_retries_run = 0
-        self._enter(LoopState.HOMING, f"episode {episode.index}: home (seed {episode.seed})")
-        self._send_home()
+        self._fresh = self._after_event = None  # read before the reopen
+        self._enter(LoopState.HOLD, "the port was reopened: the robot may have restarted; hold, then re-home")
+        self._hold_count = 0
 
-    def _send_home(self: Controller) -> None:
-        self._home_tick = self.tick
-        self._home_sent_t = self._clock()
-        self.checker.expect_home()
-        self._send(HomeMsg(self._next_seq(), self._home_sent_t, self.episodes.current.seed))  # type: ignore[union-attr]
-
-    def home_retry_ticks(self: Controller) -> int:
-        """Ticks to wait for a HOME's answer before resending it: the configured ticks, or
-        ``HOME_RETRY_ROUND_TRIPS`` of the slowest of the recent round trips (commands, and HOMEs answered without a
-        resend) and the spec's measured ``homing_s`` (HOME to HOMED, the arm's homing motion included), whichever is
-        longer. Without ``homing_s`` the first HOME of an arm that takes longer to home than the configured wait
-        would be resent until ``max_home_retries`` stopped the run."""
-        slowest = max(max(self._round_trips, default=0.0), self.spec.homing_s)
-        return max(self.config.home_retry_ticks, math.ceil(HOME_RETRY_ROUND_TRIPS * slowest / self.period_s))
-
-    def _homing_retry(self: Controller) -> None:
-        """No HOMED state yet (or one with the e-stop active): wait, resend the HOME, or stop once
-        ``max_home_retries`` resent HOMEs went unanswered."""
-        if self.tick - self._home_tick < self.home_retry_ticks():
-            self._heartbeat()
-            return
-        if self._home_retries_run >= self.config.max_home_retries:
-            self.counts["homing_failures"] += 1
-            latched = self.counts[HOMED_WITH_ESTOP]
-            hint = ""
-            if latched:
-                hint = f" and that a HOME releases its e-stop ({latched} HOMED states came with it active)"
-            if self._repeats_since_fresh:
-                hint += (
-                    f"; its last {self._repeats_since_fresh} states all repeated one sequence number (a stuck sender: "
-                    "a repeated state is never read, HOMED or not)"
-                )
-            self._safe_stop(
-                f"the robot never reported HOMED: {self._home_retries_run + 1} HOMEs for episode "
-                f"{self.episodes.current.index} went unanswered; check the robot's homing{hint}"  # type: ignore[union-attr]
-            )
-            return
-        self._home_retries_run += 1
-        self.counts["home_retries"] += 1
-        self._send_home()
+    def _answers_stop(self: Controller, msg: StateMsg) -> bool:
+        """Whether a state flagged ESTOP_ACTIVE acknowledges the e-stop now in force: only a state numbered after the
+        newest one seen when the stop went out can. An older state replayed (or delayed) from an earlier stop says
+        nothing about this one (counted as ``old_estop_acks``)."""
+        if self._stop_seq is None or seq_newer(msg.seq, self._stop_seq):
+            return True
+        self.counts[OLD_ESTOP_ACKS] += 1
+        return False

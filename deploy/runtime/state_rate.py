@@ -10,13 +10,14 @@ Each new state (sequence number one after the previous one, as the robot numbere
 tick than the previous one gives one interval of the robot's own clock. Two states read in the same tick are not
 paired: a lock-step robot answers every frame, so a tick that sent a HOME (or an e-stop) and a command gets two
 answers a few microseconds apart, which say nothing about a period; a robot stepping faster than the loop still
-shows, since every other pair of its states straddles a tick boundary. Nor are two states between which the loop
-overran (it missed a period or answered late: a lock-step robot, which steps once per command, then shows the loop's
-lateness, not its own rate); a robot slower than the loop leaves the loop idle, not late, so it still shows. The
-first state after a HomeMsg is excluded too (a robot restarts its period clock there). Once ``window`` intervals are
-in, their median is compared with the loop's period: off by more than ``tolerance`` of it is a mismatch the loop
-cannot fix (it ends the run, naming both rates). The median ignores single glitches: a late frame, a skipped tick, a
-state that carried a bad timestamp.
+shows, since every other pair of its states straddles a tick boundary. The first state after a HomeMsg is excluded
+too (a robot restarts its period clock there). Once ``window`` intervals are in, their median is compared with the
+loop's period: off by more than ``tolerance`` of it is a mismatch the loop cannot fix (it ends the run, naming both
+rates). The median ignores single glitches: a late frame, a skipped tick, a state that carried a bad timestamp. A
+robot that sends one state per message of the loop's (within ``tolerance``, over the same window) is not judged:
+that is a lock-step robot, which steps once per command, so its rate is the loop's by construction and its clock
+shows only how its answers were scheduled; a free-running robot at another rate sends more or fewer states than the
+loop sends messages.
 """
 
 from __future__ import annotations
@@ -50,19 +51,23 @@ class StateRateCheck:
         self.period_s = float(period_s)
         self.tolerance = float(tolerance)
         self._intervals: deque[float] = deque(maxlen=window)
-        self._last: tuple[int, float, int, int] | None = None  # seq, robot time (s), tick, overruns
+        self._last: tuple[int, float, int] | None = None  # seq, robot time (s), tick
+        self._prompts: deque[int] = deque(maxlen=window + 1)  # the loop's messages sent, at each new state
 
     def reset(self) -> None:
         """Forget the intervals (a reopened port, a robot restart: the next robot is measured afresh)."""
         self._intervals.clear()
+        self._prompts.clear()
         self._last = None
 
-    def add(self, seq: int, t_robot_s: float, tick: int, restarted: bool = False, overruns: int = 0) -> None:
+    def add(self, seq: int, t_robot_s: float, tick: int, restarted: bool = False, prompts: int | None = None) -> None:
         """A new state: its sequence number, the robot's timestamp (seconds, its clock), the loop tick that read it,
-        whether it is the first state after a HomeMsg (the interval ending at it is not counted), and the loop's
-        overrun count when it was read (an interval across an overrun is not counted)."""
-        last, self._last = self._last, (seq, t_robot_s, tick, overruns)
-        if restarted or last is None or seq_distance(seq, last[0]) != 1 or tick == last[2] or overruns != last[3]:
+        whether it is the first state after a HomeMsg (the interval ending at it is not counted), and the messages
+        the loop had sent when it read it (a running count; None: not known, every robot is judged)."""
+        if prompts is not None:
+            self._prompts.append(prompts)
+        last, self._last = self._last, (seq, t_robot_s, tick)
+        if restarted or last is None or seq_distance(seq, last[0]) != 1 or tick == last[2]:
             return
         interval = t_robot_s - last[1]
         if math.isfinite(interval) and interval > 0:
@@ -77,12 +82,19 @@ class StateRateCheck:
         mid = len(ordered) // 2
         return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
 
+    @property
+    def answers_each_message(self) -> bool:
+        """Whether the robot sent one new state per message of the loop over the window (within ``tolerance``): a
+        lock-step robot, whose clock follows the loop's messages (see the module docstring)."""
+        sent = self._prompts[-1] - self._prompts[0] if len(self._prompts) > 1 else 0
+        return sent > 0 and abs((len(self._prompts) - 1) / sent - 1.0) <= self.tolerance
+
     def mismatch(self) -> str:
         """ "" while the window is not full or its median is the loop's period; else what is wrong and how to fix it."""
         if len(self._intervals) < (self._intervals.maxlen or 0):
             return ""
         median = self.median_interval_s
-        if abs(median - self.period_s) <= self.tolerance * self.period_s:
+        if abs(median - self.period_s) <= self.tolerance * self.period_s or self.answers_each_message:
             return ""
         return (
             f"the robot steps every {median:.4f} s ({1.0 / median:.1f} Hz; median of its clock over its last "

@@ -65,7 +65,7 @@ def test_restarted_groups_start_where_a_member_of_the_previous_rollout_was_mid_e
     model = small_model(restart_fraction=0.5)
     model.learn(G * N_GROUPS * EP_STEPS)
     first = model.rollout_buffer.observations.copy()  # [T, n_envs, obs_dim]: the observation before each step
-    assert model._rollout_stats["rollout/restarted_groups"] == 0.0 and len(model._restart_pool) == N_GROUPS
+    assert model._rollout_stats["rollout/restarted_groups"] == 0.0 and len(model._restarts.snapshots) == N_GROUPS
     model.learn(G * N_GROUPS * EP_STEPS, reset_num_timesteps=False)
     assert model._rollout_stats["rollout/restarted_groups"] == 1.0
     start = model.rollout_buffer.observations[0]
