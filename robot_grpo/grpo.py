@@ -27,10 +27,11 @@ from stable_baselines3.common.vec_env import VecEnv
 from robot_grpo.arguments import check_grpo_arguments
 from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer, info_reward_offsets
 from robot_grpo.env_originals import EnvOriginals
-from robot_grpo.group_reset import SNAPSHOT_METHOD, check_snapshot_support, episode_length, group_reset
+from robot_grpo.group_reset import check_snapshot_support, episode_length, group_reset
 from robot_grpo.grpo_update import ClippedGroupUpdate
 from robot_grpo.losses import ExtraLossTerm
 from robot_grpo.policies import GoalGaussianPolicy, flatten_obs_np
+from robot_grpo.restarts import RestartPool
 from robot_grpo.schedules import check_log_std_bounds, log_std_bound, make_schedule
 
 SelfGRPO = TypeVar("SelfGRPO", bound="GRPO")
@@ -92,12 +93,9 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
     :param outcome_only: score members by their episode outcome (last reward) instead of returns-to-go.
     :param ref_update_interval: copy the policy into the reference every N updates (iterative GRPO); 0 keeps
         the initial reference (fine-tuning).
-    :param restart_fraction: share of each rollout's groups that start from a state the policy reached in the
-        previous rollout (one member per group is snapshotted after a random number of control steps, its goal
-        kept) instead of a fresh reset; each such group has the env's full episode length from there. The group's
-        members are then compared from that state on: a baseline for the middle of an episode (e.g. next to the
-        block of a push), which a group from the reset state gives only at its start. 0 (default): every group
-        starts fresh. Evaluation is unaffected; training statistics count the restarted episodes too.
+    :param restart_fraction: share of each rollout's groups that start from a state one member of the previous
+        rollout reached mid-episode (goal kept; ``robot_grpo.restarts``), compared from there on: a baseline for the
+        middle of an episode, e.g. next to the block of a push. 0 (default): every group starts fresh.
     :param rollout_buffer_class: group buffer class (default ``HindsightGroupBuffer`` for goal envs,
         ``GroupRolloutBuffer`` otherwise; pass ``GroupRolloutBuffer`` to turn hindsight off).
     :param rollout_buffer_kwargs: extra buffer arguments (hindsight_strategy, n_sampled_goal, is_correction,
@@ -200,8 +198,7 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
         self.outcome_only = outcome_only
         self.ref_update_interval = ref_update_interval
         self.restart_fraction = restart_fraction
-        self._restart_pool: list[Any] = []  # snapshots of the previous rollout's mid-episode states
-        self._restarted_groups = 0  # groups of the last rollout that started from one of them
+        self._restarts = RestartPool()  # the previous rollout's mid-episode snapshots
         self.rollout_buffer_class = rollout_buffer_class
         self.rollout_buffer_kwargs = rollout_buffer_kwargs or {}
         self.extra_loss_terms = list(extra_loss_terms or [])
@@ -297,7 +294,7 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
             self._th_gen.manual_seed(seed)
 
     def _excluded_save_params(self) -> list[str]:
-        excluded = ["extra_loss_terms", "_th_gen", "_rollout_stats", "_restart_pool"]
+        excluded = ["extra_loss_terms", "_th_gen", "_rollout_stats", "_restarts"]
         return [*super()._excluded_save_params(), *RUN_PATHS, *excluded]
 
     @classmethod
@@ -323,7 +320,7 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
         super().set_env(env, force_reset)
         assert self.env is not None
         check_snapshot_support(self.env)
-        self._restart_pool = []  # states of the old env: not restorable into the new one
+        self._restarts.clear()  # states of the old env: not restorable into the new one
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         return ["policy", "policy.optimizer", "ref_policy"], []
@@ -339,8 +336,9 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
         :return: False when a callback asked to stop training.
         """
         self.policy.set_training_mode(False)
-        self._last_obs = group_reset(env, self.group_size, starts=self._draw_restarts())
-        capture_after = self._restart_capture_step()
+        starts = self._restarts.draw(self.restart_fraction, self.n_groups, self._rng)
+        self._last_obs = group_reset(env, self.group_size, starts=starts)
+        capture_after = RestartPool.capture_step(self.restart_fraction, self.n_steps, self._rng)
         originals = EnvOriginals(self._vec_normalize_env, self.observation_space)  # identity without VecNormalize
         original_obs = originals.obs(self._last_obs)
         rollout_buffer.reset()
@@ -377,34 +375,13 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
             self._last_obs, original_obs = new_obs, new_original
             self._last_episode_starts = dones
             if t + 1 == capture_after:
-                self._capture_restarts(env)
+                self._restarts.capture(env, self.group_size, self.n_groups, self._rng)
 
         self._score_rollout(rollout_buffer, is_goal, originals.normalizer)
-        self._rollout_stats["rollout/restarted_groups"] = float(self._restarted_groups)
+        self._rollout_stats["rollout/restarted_groups"] = float(self._restarts.last_drawn)
         callback.update_locals(locals())
         callback.on_rollout_end()
         return True
-
-    def _draw_restarts(self) -> list[Any]:
-        """Snapshots for ``round(restart_fraction * n_groups)`` groups, drawn without replacement from the previous
-        rollout's (fewer before there is one); the pool is used once."""
-        wanted = round(self.restart_fraction * self.n_groups)
-        pool, self._restart_pool = self._restart_pool, []
-        picked = self._rng.choice(len(pool), size=min(wanted, len(pool)), replace=False) if pool else []
-        self._restarted_groups = len(picked)
-        return [pool[i] for i in picked]
-
-    def _restart_capture_step(self) -> int:
-        """After how many control steps this rollout's mid-episode states are snapshotted (0: not at all): uniform
-        over 1 .. n_steps - 1, so every part of an episode gets restarted groups."""
-        if self.restart_fraction == 0 or self.n_steps < 2:
-            return 0
-        return int(self._rng.integers(1, self.n_steps))
-
-    def _capture_restarts(self, env: VecEnv) -> None:
-        """Snapshot one random member of every group (its state, goal and delay line) for the next rollout."""
-        members = [g * self.group_size + int(self._rng.integers(self.group_size)) for g in range(self.n_groups)]
-        self._restart_pool = list(env.env_method(SNAPSHOT_METHOD, indices=members))
 
     def _score_rollout(
         self, rollout_buffer: GroupRolloutBuffer, is_goal: bool, normalize: Callable[[np.ndarray], np.ndarray] | None
