@@ -431,7 +431,6 @@ class StateHandling(Homing):
         self.line.new_episode()
         self._fresh = self._after_event = None  # read before the reopen
         self._enter(LoopState.HOLD, "the port was reopened: the robot may have restarted; hold, then re-home")
-        self._hold_count = 0
 
     def _answers_stop(self: Controller, msg: StateMsg) -> bool:
         """Whether a state flagged ESTOP_ACTIVE acknowledges the e-stop now in force: only a state numbered after the
