@@ -407,7 +407,8 @@ class StateHandling(Homing):
         # a HOMED state restarts the robot's period clock only as the answer to a HOME: one flagged anywhere else
         # (a robot that sets it on every state) must not switch the check off
         homed = bool(msg.flags & HOMED) and self.sm.state is LoopState.HOMING
-        self.rate.add(msg.seq, msg.t_s, self.tick, restarted=homed, prompts=self.robot_link.sent_total)
+        gaps = self.counts["robot_frame_gaps"]
+        self.rate.add(msg.seq, msg.t_s, self.tick, homed, self.robot_link.sent_total, gaps)
         problem = self.rate.mismatch()
         if problem and self.sm.state is not LoopState.DONE:
             self.counts[STATE_RATE_MISMATCH] += 1

@@ -17,7 +17,9 @@ rates). The median ignores single glitches: a late frame, a skipped tick, a stat
 robot that sends one state per message of the loop's (within ``tolerance``, over the same window) is not judged:
 that is a lock-step robot, which steps once per command, so its rate is the loop's by construction and its clock
 shows only how its answers were scheduled; a free-running robot at another rate sends more or fewer states than the
-loop sends messages.
+loop sends messages. A robot that looks slower while frames are being lost on the link is not judged either: a
+lock-step robot whose commands are lost steps less often, and no count tells that apart from a slow one (a faster
+one is always judged: losses only lengthen intervals).
 """
 
 from __future__ import annotations
@@ -53,19 +55,31 @@ class StateRateCheck:
         self._intervals: deque[float] = deque(maxlen=window)
         self._last: tuple[int, float, int] | None = None  # seq, robot time (s), tick
         self._prompts: deque[int] = deque(maxlen=window + 1)  # the loop's messages sent, at each new state
+        self._gaps: deque[int] = deque(maxlen=window + 1)  # frames lost from the robot so far, at each new state
 
     def reset(self) -> None:
         """Forget the intervals (a reopened port, a robot restart: the next robot is measured afresh)."""
         self._intervals.clear()
         self._prompts.clear()
+        self._gaps.clear()
         self._last = None
 
-    def add(self, seq: int, t_robot_s: float, tick: int, restarted: bool = False, prompts: int | None = None) -> None:
+    def add(
+        self,
+        seq: int,
+        t_robot_s: float,
+        tick: int,
+        restarted: bool = False,
+        prompts: int | None = None,
+        frame_gaps: int = 0,
+    ) -> None:
         """A new state: its sequence number, the robot's timestamp (seconds, its clock), the loop tick that read it,
-        whether it is the first state after a HomeMsg (the interval ending at it is not counted), and the messages
-        the loop had sent when it read it (a running count; None: not known, every robot is judged)."""
+        whether it is the first state after a HomeMsg (the interval ending at it is not counted), the messages the
+        loop had sent when it read it (a running count; None: not known, every robot is judged) and the gaps seen so
+        far in the robot's numbering (a running count of frames lost on the link)."""
         if prompts is not None:
             self._prompts.append(prompts)
+        self._gaps.append(frame_gaps)
         last, self._last = self._last, (seq, t_robot_s, tick)
         if restarted or last is None or seq_distance(seq, last[0]) != 1 or tick == last[2]:
             return
@@ -96,6 +110,8 @@ class StateRateCheck:
         median = self.median_interval_s
         if abs(median - self.period_s) <= self.tolerance * self.period_s or self.answers_each_message:
             return ""
+        if median > self.period_s and self._gaps and self._gaps[-1] > self._gaps[0]:
+            return ""  # frames were lost: a lock-step robot whose commands were lost too steps less often, not slower
         return (
             f"the robot steps every {median:.4f} s ({1.0 / median:.1f} Hz; median of its clock over its last "
             f"{len(self._intervals)} state intervals) but the loop runs every {self.period_s:.4f} s "

@@ -80,6 +80,21 @@ def test_a_robot_that_answers_each_message_is_lock_step_and_not_judged():
     assert not free_running.answers_each_message and "79.4 Hz" in free_running.mismatch()
 
 
+def test_a_slower_looking_robot_on_a_lossy_link_is_not_judged_a_faster_one_is():
+    """A lock-step robot whose commands are lost steps less often (two-period intervals with consecutive numbers);
+    the link also lost frames from the robot. That is not a slow robot: not judged. A fast-looking one still is."""
+    slow, fast = StateRateCheck(PERIOD_S, window=WINDOW), StateRateCheck(PERIOD_S, window=WINDOW)
+    for i in range(3 * WINDOW):
+        slow.add(i + 1, i * 2 * PERIOD_S, tick=2 * i, prompts=2 * i, frame_gaps=i // 4)
+        fast.add(i + 1, i * PERIOD_S / 2, tick=i // 2, prompts=i // 2, frame_gaps=i // 4)
+    assert slow.mismatch() == ""
+    assert "50.0 Hz" in fast.mismatch()
+    clean = StateRateCheck(PERIOD_S, window=WINDOW)  # the same slow robot on a clean link is judged
+    for i in range(3 * WINDOW):
+        clean.add(i + 1, i * 2 * PERIOD_S, tick=2 * i, prompts=2 * i)
+    assert "12.5 Hz" in clean.mismatch()
+
+
 def test_a_fast_robot_still_shows_when_its_states_arrive_two_per_tick():
     check = StateRateCheck(PERIOD_S, window=WINDOW)
     feed(check, PERIOD_S / 2, 4 * WINDOW)  # every other pair straddles a tick boundary
