@@ -25,6 +25,7 @@ one is always judged: losses only lengthen intervals).
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
 
 from deploy.wire.messages import seq_distance
@@ -53,6 +54,7 @@ class StateRateCheck:
         self.period_s = float(period_s)
         self.tolerance = float(tolerance)
         self._intervals: deque[float] = deque(maxlen=window)
+        self._median = math.nan  # of the intervals (seconds), kept with them
         self._last: tuple[int, float, int] | None = None  # seq, robot time (s), tick
         self._prompts: deque[int] = deque(maxlen=window + 1)  # the loop's messages sent, at each new state
         self._gaps: deque[int] = deque(maxlen=window + 1)  # frames lost from the robot so far, at each new state
@@ -60,6 +62,7 @@ class StateRateCheck:
     def reset(self) -> None:
         """Forget the intervals (a reopened port, a robot restart: the next robot is measured afresh)."""
         self._intervals.clear()
+        self._median = math.nan
         self._prompts.clear()
         self._gaps.clear()
         self._last = None
@@ -86,15 +89,12 @@ class StateRateCheck:
         interval = t_robot_s - last[1]
         if math.isfinite(interval) and interval > 0:
             self._intervals.append(interval)
+            self._median = statistics.median(self._intervals)  # only when the window changes: not every state
 
     @property
     def median_interval_s(self) -> float:
         """Median of the intervals in the window (seconds); NaN while it is empty."""
-        if not self._intervals:
-            return float("nan")
-        ordered = sorted(self._intervals)
-        mid = len(ordered) // 2
-        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+        return self._median
 
     @property
     def answers_each_message(self) -> bool:
