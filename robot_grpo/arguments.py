@@ -15,6 +15,27 @@ def check_loss_terms(terms: Sequence[Any]) -> None:
             raise ValueError(f"extra loss term {term!r} needs a str `name` and `__call__(policy) -> tensor`")
 
 
+#: The model attributes check_grpo_arguments takes by name (all its keywords but ``n_envs``, which the env gives).
+CHECKED_ARGUMENTS = (
+    "group_size",
+    "n_groups",
+    "n_epochs",
+    "batch_size",
+    "gamma",
+    "scale_advantages",
+    "beta",
+    "ent_coef",
+    "bound_coef",
+    "dual_clip",
+    "target_kl",
+    "adaptive_beta",
+    "max_grad_norm",
+    "ref_update_interval",
+    "extra_loss_terms",
+    "restart_fraction",
+)
+
+
 def check_grpo_arguments(
     *,
     group_size: int,

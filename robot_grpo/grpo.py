@@ -24,7 +24,7 @@ from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedul
 from stable_baselines3.common.utils import safe_mean
 from stable_baselines3.common.vec_env import VecEnv
 
-from robot_grpo.arguments import check_grpo_arguments
+from robot_grpo.arguments import CHECKED_ARGUMENTS, check_grpo_arguments
 from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer, info_reward_offsets
 from robot_grpo.env_originals import EnvOriginals
 from robot_grpo.group_reset import check_snapshot_support, episode_length, group_reset
@@ -213,25 +213,8 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
     def _check_args(self) -> None:
         if self.env is not None:
             check_snapshot_support(self.env)
-        check_grpo_arguments(
-            group_size=self.group_size,
-            n_groups=self.n_groups,
-            n_envs=None if self.env is None else self.n_envs,
-            n_epochs=self.n_epochs,
-            batch_size=self.batch_size,
-            gamma=self.gamma,
-            scale_advantages=self.scale_advantages,
-            beta=self.beta,
-            ent_coef=self.ent_coef,
-            bound_coef=self.bound_coef,
-            dual_clip=self.dual_clip,
-            target_kl=self.target_kl,
-            adaptive_beta=self.adaptive_beta,
-            max_grad_norm=self.max_grad_norm,
-            ref_update_interval=self.ref_update_interval,
-            restart_fraction=self.restart_fraction,
-            extra_loss_terms=self.extra_loss_terms,
-        )
+        n_envs = None if self.env is None else self.n_envs
+        check_grpo_arguments(n_envs=n_envs, **{name: getattr(self, name) for name in CHECKED_ARGUMENTS})
 
     def _setup_model(self) -> None:
         self._check_args()
