@@ -12,7 +12,11 @@ over the same link. The probe:
    ``1 + GAIN_MARGIN``); the plausible speed follows from that bound (``PLAUSIBLE_SPEED_FACTOR`` x the fastest
    step it allows);
 4. toward each of the 6 faces of the safe box: constant small commands until the arm stops moving (a physical
-   limit) or the barrier stops the commands (the safe box), then back to the start.
+   limit) or the barrier stops the commands (the safe box), then back to the start;
+5. the home pose: the arm is homed at the start, after the delay probes and after the faces (each time from
+   somewhere else); the spec's ``home.position_m`` is the mean of the three HOMED positions and
+   ``home.tolerance_m`` their largest distance from it plus ``HOME_MARGIN_M``. The runtime refuses a HOMED state
+   further away than that (a glitch it would otherwise plan the episode's first command from).
 
 Every command goes through ``deploy.runtime.safety.filter_action`` with the safe box shrunk by a margin,
 the commands still in flight counted, so no command can take the gripper outside the configured safe box.
@@ -40,7 +44,7 @@ from calibration.measure import (
 )
 from calibration.probe_session import AXES, CalibrationError, ProbeConfig, ProbeSession
 from deploy.contract import ObservationContract, fetch_reach_contract
-from deploy.robot_spec import RobotSpec, today
+from deploy.robot_spec import MAX_HOME_TOLERANCE_M, RobotSpec, today
 from deploy.wire import Link
 
 logger = logging.getLogger(__name__)
@@ -56,6 +60,8 @@ RETURN_GAIN = 0.5  # share of the remaining distance commanded per step on the w
 GAIN_SPREADS = 2.0  # the gain bound covers the mean plus this many spreads (std over repeats) ...
 GAIN_MARGIN = 0.1  # ... times 1 + this margin
 HOMING_RESOLUTION_S = 0.001  # the measured homing time is rounded up to whole milliseconds
+HOME_MARGIN_M = 0.005  # metres a HOMED state may lie beyond the spread the probe's homings showed
+HOME_DIGITS = 4  # the home position is written to 0.1 mm
 PLAUSIBLE_SPEED_FACTOR = 1.5  # plausible speed = this x the fastest step the gain bound allows (momentum, noise)
 
 
@@ -178,6 +184,24 @@ def return_to(session: ProbeSession, target: np.ndarray) -> None:
     session.hold(session.assumed_delay + 1)
 
 
+def home_pose(positions_m: list[np.ndarray]) -> tuple[tuple[float, float, float], float]:
+    """(the mean HOMED position, its tolerance): the largest distance of a homing from the mean plus
+    ``HOME_MARGIN_M``, in metres. A robot whose homings spread over more than the spec allows has no home pose
+    to check against: ``CalibrationError`` says so."""
+    homes = np.array(positions_m)
+    mean = homes.mean(axis=0)
+    spread = float(np.max(np.linalg.norm(homes - mean, axis=1)))
+    tolerance = round(spread + HOME_MARGIN_M, HOME_DIGITS)
+    if tolerance > MAX_HOME_TOLERANCE_M:
+        raise CalibrationError(
+            f"the robot's {len(homes)} homings ended up to {spread:.3f} m apart from their mean "
+            f"{mean.round(4).tolist()}: no home pose to check HOMED states against; check the robot's homing "
+            "(it must return to one pose)"
+        )
+    x, y, z = (round(float(v), HOME_DIGITS) for v in mean)
+    return (x, y, z), tolerance
+
+
 def calibrate(
     link: Link,
     config: ProbeConfig,
@@ -211,12 +235,12 @@ def calibrate(
                 "not follow the commands on every axis; check the robot's command frame and sign conventions"
             )
         session.set_gain_max(gain_max)
+        start = session.home()  # from wherever the delay probes left the arm: the home is measured again
         reach_low = list(config.safe_box_low)
         reach_high = list(config.safe_box_high)
         workspace_low = list(session.limits.workspace_low)
         workspace_high = list(session.limits.workspace_high)
         limited: dict[str, str] = {}
-        return_to(session, start)
         logger.info("calibration: delay %d steps; probing the workspace faces", delay)
         for axis, sign in FACES:
             reached, why = probe_face(session, axis, sign, start)
@@ -232,6 +256,8 @@ def calibrate(
                     workspace_low[axis] = max(workspace_low[axis], reached + session.margin_m)
         if not all(lo < hi for lo, hi in zip(workspace_low, workspace_high, strict=True)):
             raise CalibrationError(f"the measured workspace {workspace_low} .. {workspace_high} is empty")
+        session.home()
+        home_position, home_tolerance = home_pose(session.log.home_positions_m)
     finally:
         session.leave_holding()
 
@@ -265,6 +291,8 @@ def calibrate(
         actuator_gain_max=round(gain_max, 4),
         plausible_speed_m_s=round(PLAUSIBLE_SPEED_FACTOR * config.max_action * scale * gain_max / period, 4),
         homing_s=round(math.ceil(max(session.log.homing_s) / HOMING_RESOLUTION_S) * HOMING_RESOLUTION_S, 3),
+        home_position_m=home_position,
+        home_tolerance_m=home_tolerance,
         observation_noise_std_m=tuple(float(v) for v in noise),  # type: ignore[arg-type]
         workspace_low=tuple(workspace_low),  # type: ignore[arg-type]
         workspace_high=tuple(workspace_high),  # type: ignore[arg-type]
@@ -281,6 +309,7 @@ def calibrate(
             "reach_high_m": [round(v, 4) for v in reach_high],
             "reach_limited_by": limited,
             "homing_runs_s": [round(t, 4) for t in session.log.homing_s],
+            "home_runs_m": [[round(float(v), HOME_DIGITS) for v in p] for p in session.log.home_positions_m],
             "safe_box_low_m": list(config.safe_box_low),
             "safe_box_high_m": list(config.safe_box_high),
             "probe": {k: v for k, v in asdict(config).items() if k not in ("safe_box_low", "safe_box_high")},

@@ -139,6 +139,7 @@ class ProbeLog:
     commands: list[np.ndarray] = field(default_factory=list)
     interventions: dict[str, int] = field(default_factory=dict)
     homing_s: list[float] = field(default_factory=list)  # per HOME: sent -> its HOMED state read (seconds)
+    home_positions_m: list[np.ndarray] = field(default_factory=list)  # per HOME: the HOMED state's position
 
 
 class ProbeSession:
@@ -264,6 +265,7 @@ class ProbeSession:
             raise ProbeAbortError("unexpected_motion", f"the home position {position} is outside the safe box")
         self.position = position
         self.log.positions_m.append(position)
+        self.log.home_positions_m.append(position.copy())
         return position
 
     def step(self, displacement_units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

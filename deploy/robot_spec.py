@@ -22,6 +22,9 @@ length", the gain is not "the contract's scale"). The file form, schema version 
     plausible_speed_m_s: 1.5           # no real gripper motion is faster (metres per second)
     homing_s: 0.004                    # optional: HOME sent -> HOMED state, seconds, as the probe measured it
                                        # (the arm's homing motion plus a round trip; 0 = not measured)
+    home:                              # optional: where a HOME leaves the gripper, as the probe measured it
+      position_m: [1.342, 0.749, 0.535]   # metres (mean over the probe's homings); inside the workspace
+      tolerance_m: 0.005               # a HOMED state further (Euclidean) than this, plus the noise, is a glitch
     workspace:                         # box the gripper must stay in, metres
       low: [1.05, 0.40, 0.40]
       high: [1.65, 1.10, 0.95]
@@ -64,6 +67,7 @@ DEFAULT_WATCHDOG_STOP_S = 0.5
 DEFAULT_ENVELOPE_MARGIN_M = 0.1
 DEFAULT_HOMING_S = 0.0  # not measured: the loop sizes its wait for HOMED by the round trips it measures
 MAX_HOMING_S = 600.0
+MAX_HOME_TOLERANCE_M = 0.1  # a homing less repeatable than this is no anchor to check a HOMED state against
 DELAY_MS_TOLERANCE_STEPS = 0.5  # 'action_delay.ms' may differ from steps x period by this many control periods
 
 
@@ -111,6 +115,8 @@ class RobotSpec:
     watchdog_stop_s: float = DEFAULT_WATCHDOG_STOP_S
     envelope_margin_m: float = DEFAULT_ENVELOPE_MARGIN_M
     homing_s: float = DEFAULT_HOMING_S
+    home_position_m: tuple[float, float, float] | None = None
+    home_tolerance_m: float = 0.0
     measurements: Mapping[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
@@ -118,6 +124,11 @@ class RobotSpec:
     def max_step_m(self) -> float:
         """Largest displacement (metres) one control step can cause: max_action x command scale x gain bound."""
         return self.max_action * self.command_scale_m * self.actuator_gain_max
+
+    def _home_dict(self) -> dict[str, Any]:
+        if self.home_position_m is None:
+            return {}
+        return {"home": {"position_m": list(self.home_position_m), "tolerance_m": self.home_tolerance_m}}
 
     def to_dict(self) -> dict[str, Any]:
         """The file form (see the module docstring)."""
@@ -141,6 +152,7 @@ class RobotSpec:
             "observation_noise_std_m": list(self.observation_noise_std_m),
             "plausible_speed_m_s": self.plausible_speed_m_s,
             "homing_s": self.homing_s,
+            **self._home_dict(),
             "workspace": {"low": list(self.workspace_low), "high": list(self.workspace_high)},
             "limits": {
                 "max_action": self.max_action,
@@ -198,6 +210,7 @@ KNOWN_KEYS: dict[str, tuple[str, ...]] = {
         "observation_noise_std_m",
         "plausible_speed_m_s",
         "homing_s",
+        "home",
         "workspace",
         "limits",
         "measurements",
@@ -205,6 +218,7 @@ KNOWN_KEYS: dict[str, tuple[str, ...]] = {
     "action_delay": ("steps", "ms", "spread_steps", "range"),
     "actuator_gain": ("command_scale_m", "per_axis", "spread", "upper_bound"),
     "workspace": ("low", "high"),
+    "home": ("position_m", "tolerance_m"),
     "limits": (
         "max_action",
         "max_action_rate",
@@ -290,6 +304,32 @@ def _gain(data: Mapping[str, Any], source: str) -> tuple[float, tuple, tuple, fl
     return scale, per_axis, spread, upper
 
 
+def _home(
+    data: Mapping[str, Any], low: tuple[float, ...], high: tuple[float, ...]
+) -> tuple[tuple[float, float, float] | None, float]:
+    """The optional ``home`` section: (position in metres, tolerance in metres), or (None, 0.0) without one."""
+    home = data.get("home")
+    if home is None:
+        return None, 0.0
+    if not isinstance(home, Mapping):
+        raise RobotSpecError(f"'home' must be a mapping with 'position_m' and 'tolerance_m', got {home!r}")
+    position = _vector(_get(home, "position_m", "home"), "home.position_m", -10.0, 10.0)
+    tolerance = _number(_get(home, "tolerance_m", "home"), "home.tolerance_m", 0.0, MAX_HOME_TOLERANCE_M)
+    if not tolerance > 0.0:
+        raise RobotSpecError(
+            "'home.tolerance_m' = 0: a check with no tolerance refuses every real homing; give the spread the "
+            "calibration probe measured (it writes one), or drop the 'home' section to leave HOMED states unchecked"
+        )
+    outside = [axis for axis in range(AXES) if not low[axis] <= position[axis] <= high[axis]]
+    if outside:
+        axis = outside[0]
+        raise RobotSpecError(
+            f"'home.position_m[{axis}]' = {position[axis]} lies outside the workspace [{low[axis]}, {high[axis]}]: "
+            "the loop could not command the arm from its home; re-run `robot-grpo calibrate` or fix the workspace"
+        )
+    return position, tolerance
+
+
 def robot_spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> RobotSpec:
     """Validate a parsed spec mapping; errors name the key (``source`` prefixes them)."""
     try:
@@ -321,6 +361,7 @@ def robot_spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Rob
                 raise RobotSpecError(
                     f"'workspace.low[{axis}]' = {low[axis]} must be below 'workspace.high[{axis}]' = {high[axis]}"
                 )
+        home_position, home_tolerance = _home(data, low, high)
         limits = data.get("limits", {}) or {}
         if not isinstance(limits, Mapping):
             raise RobotSpecError(f"'limits' must be a mapping, got {limits!r}")
@@ -364,6 +405,8 @@ def robot_spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Rob
                 limits.get("envelope_margin_m", DEFAULT_ENVELOPE_MARGIN_M), "limits.envelope_margin_m", 0.0, 10.0
             ),
             homing_s=_number(data.get("homing_s", DEFAULT_HOMING_S), "homing_s", 0.0, MAX_HOMING_S),
+            home_position_m=home_position,
+            home_tolerance_m=home_tolerance,
             measurements=measurements,
         )
     except RobotSpecError as err:

@@ -144,6 +144,12 @@ class Controller(StateHandling):
             goals, slice(*contract.position_slice), self.config.success_radius_m, self.config.max_episode_steps
         )
         self.checker = checker_class(spec, contract, self.period_s, resync_states=self.config.resync_states)
+        if spec.home_position_m is None:
+            logger.warning(
+                "robot spec %s has no home pose: a glitched HOMED state cannot be told from the arm at home, and the "
+                "first command of each episode is planned from it; `robot-grpo calibrate` measures the home",
+                spec.robot_id,
+            )
         self.rate = StateRateCheck(self.period_s)
         self.guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock, check_policy_id(policy_id))
         self.line = CommandLine(contract, spec.delay_range[1], self.counts, limits.position_dims)

@@ -3,7 +3,8 @@ may home, starting an episode with a HOME, how long its HOMED answer is waited f
 
 A HOME's answer is waited for ``home_retry_ticks()``: twice the slowest of the measured round trips and the spec's
 ``homing_s``, at least the configured ticks. The first HOME waits in HOLD until a round trip is known
-(``_round_trip_known``). ``max_home_retries`` resent HOMEs without an answer stop the robot safely.
+(``_round_trip_known``). ``max_home_retries`` resent HOMEs without an answer stop the robot safely. A HOMED state
+away from the spec's home pose is rejected by the state checker (``homed_off_home``) and counts as no answer.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 from typing import TYPE_CHECKING
 
 from deploy.runtime.loop_config import HOME_RETRY_ROUND_TRIPS
+from deploy.runtime.state_check import HOMED_OFF_HOME
 from deploy.runtime.state_machine import LoopState
 from deploy.wire import HomeMsg, StateFlags, StateMsg
 
@@ -88,6 +90,13 @@ class Homing:
             hint = ""
             if latched:
                 hint = f" and that a HOME releases its e-stop ({latched} HOMED states came with it active)"
+            off_home = self.counts[f"implausible_{HOMED_OFF_HOME}"]
+            if off_home:
+                hint += (
+                    f"; {off_home} HOMED states lay away from the spec's home {list(self.spec.home_position_m)} "  # type: ignore[arg-type]
+                    f"(the last {self.checker.home_error_m:.4f} m, tolerance {self.checker.home_tolerance_m:.4f} m "
+                    "with the noise): if the robot's home moved, re-run `robot-grpo calibrate`"
+                )
             if self._repeats_since_fresh:
                 hint += (
                     f"; its last {self._repeats_since_fresh} states all repeated one sequence number (a stuck sender: "

@@ -34,6 +34,10 @@ Homing: after a HOME is sent the robot moves (or, simulated, jumps) to its home 
 state is accepted the motion checks are off (envelope, time and sequence still apply). The HOMED state itself may be
 lost on the link: the states behind it show the arm at home without the flag. Those are accepted, never planned
 with (the loop only plans once the HOMED state comes; it resends HOME meanwhile), and not mistaken for glitches.
+The HOMED state is the anchor the episode's first command is planned from, and nothing before it bounds where the arm
+is; where the spec has a home pose (``home.position_m``, measured by the calibration probe), a HOMED state further
+from it than ``home.tolerance_m`` plus the noise allowance is a glitch (``homed_off_home``): never an anchor, and the
+loop waits for the next HOMED state (resending HOME) as if it had been lost.
 
 Recovery: rejected states form a candidate chain. When ``resync_states`` of them in a row are consistent with each
 other but the break with the anchor is in time or sequence (the robot restarted: its clock and counter began
@@ -75,6 +79,7 @@ TOO_FAST = "too_fast"
 UNEXPLAINED_MOTION = "unexplained_motion"
 EXCEEDS_GAIN = "exceeds_gain"
 FIELD_OUT_OF_RANGE = "field_out_of_range"
+HOMED_OFF_HOME = "homed_off_home"  # a HOMED state away from the spec's home pose
 # The delay line names a command the loop never sent (checked by the loop before this checker: CommandLine.unsent)
 UNSENT_PENDING = "unsent_pending"
 # ... or lists its commands in another order than they were sent (CommandLine.out_of_order): a serial link does not
@@ -90,11 +95,13 @@ IMPLAUSIBLE_KINDS = (
     UNEXPLAINED_MOTION,
     EXCEEDS_GAIN,
     FIELD_OUT_OF_RANGE,
+    HOMED_OFF_HOME,
     UNSENT_PENDING,
     PENDING_ORDER,
 )
 RESTART_KINDS = frozenset({TIME_BACKWARDS, TIME_AHEAD, SEQ_GAP, SEQ_BACKWARDS})  # breaks a robot restart explains
-NEVER_ANCHOR_KINDS = frozenset({OUTSIDE_ENVELOPE, FIELD_OUT_OF_RANGE})  # values no robot can report: no re-anchoring
+# values no robot can report, and a home pose no homing ends in: no re-anchoring on them
+NEVER_ANCHOR_KINDS = frozenset({OUTSIDE_ENVELOPE, FIELD_OUT_OF_RANGE, HOMED_OFF_HOME})
 
 NOISE_SIGMAS = 4.0  # noise allowance of every position check, in standard deviations of the spec's noise
 BOUND_NOISE_SIGMAS = 3.0  # the barrier's position bounds are widened by this many standard deviations
@@ -185,6 +192,9 @@ class StateChecker:
         self._env_low = [lo - margin - NOISE_SIGMAS * v for lo, v in zip(spec.workspace_low, noise, strict=True)]
         self._env_high = [hi + margin + NOISE_SIGMAS * v for hi, v in zip(spec.workspace_high, noise, strict=True)]
         self._field_index, self._field_limit = self._field_bounds(spec, contract)
+        self._home = None if spec.home_position_m is None else [float(v) for v in spec.home_position_m]
+        self.home_tolerance_m = spec.home_tolerance_m + math.hypot(*(NOISE_SIGMAS * v for v in noise))
+        self.home_error_m = 0.0  # distance of the last HOMED state from the spec's home (metres; 0 before one)
         self._step_m_per_unit = spec.command_scale_m * spec.actuator_gain_max
         self._speed_m_s = spec.plausible_speed_m_s
         self._still = [0.0] * self._dims  # the motion of a state with no anchor (never mutated)
@@ -231,6 +241,10 @@ class StateChecker:
             return self._reject(seen, OUTSIDE_ENVELOPE)
         if self._field_out_of_range(values):
             return self._reject(seen, FIELD_OUT_OF_RANGE)
+        if homed and self._home is not None:
+            self.home_error_m = math.dist(position, self._home)
+            if self.home_error_m > self.home_tolerance_m:
+                return self._reject(seen, HOMED_OFF_HOME)
         anchor = self.anchor
         if anchor is None:
             return self._accept(seen, None)

@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from calibration.probe import ProbeConfig, calibrate
-from calibration.probe_session import ProbeAbortError, ProbeSession
+from calibration.probe import HOME_MARGIN_M, ProbeConfig, calibrate, home_pose
+from calibration.probe_session import CalibrationError, ProbeAbortError, ProbeSession
 from deploy.contract import fetch_reach_contract
 from deploy.robot_spec import load_robot_spec, save_robot_spec
 from deploy.runtime.safety import SafetyLimits
@@ -88,8 +88,17 @@ def test_calibration_file_feeds_the_env_and_the_safety_filter(tmp_path):
     assert loaded.delay_steps == 3
     assert loaded.measurements["delay_runs_steps"] == [3] * 5
     # the homing time (HOME sent -> HOMED read) is measured and written rounded up to whole milliseconds
-    (homing,) = loaded.measurements["homing_runs_s"]
-    assert 0.0 < homing <= loaded.homing_s < homing + 0.0011 and loaded.homing_s == calibration.homing_s
+    # (three homings: at the start, after the delay probes, after the faces)
+    homings = loaded.measurements["homing_runs_s"]
+    assert len(homings) == 3 and all(h > 0.0 for h in homings)
+    assert max(homings) <= loaded.homing_s < max(homings) + 0.0011 and loaded.homing_s == calibration.homing_s
+    # the home pose: the mean of the three HOMED positions, its tolerance their spread plus the margin
+    homes = np.array(loaded.measurements["home_runs_m"])
+    assert homes.shape == (3, 3)
+    np.testing.assert_allclose(loaded.home_position_m, homes.mean(axis=0), atol=1e-4)
+    spread = np.max(np.linalg.norm(homes - homes.mean(axis=0), axis=1))
+    assert loaded.home_tolerance_m == pytest.approx(spread + HOME_MARGIN_M, abs=1e-4)
+    assert spread < 4 * 0.004 * np.sqrt(3)  # the homings differ by the noise only (the sim homes exactly)
     env = DelayedFetchReachEnv(spec=str(path))
     try:
         env.reset(seed=0)
@@ -283,3 +292,17 @@ def test_real_time_robot_at_25_hz():
     assert report.delay_lags == [2, 2, 2]
     np.testing.assert_allclose(calibration.observation_noise_std_m, 0.003, rtol=NOISE_TOLERANCE)
     assert inside(np.array(robot.trace), SMALL_BOX)
+
+
+def test_home_pose_is_the_mean_homing_and_its_spread_plus_the_margin():
+    homes = [np.array([1.30, 0.75, 0.60]), np.array([1.302, 0.75, 0.60]), np.array([1.298, 0.75, 0.60])]
+    position, tolerance = home_pose(homes)
+    assert position == pytest.approx((1.30, 0.75, 0.60))
+    assert tolerance == pytest.approx(0.002 + HOME_MARGIN_M)
+
+
+def test_a_robot_that_homes_to_different_poses_has_no_home_to_check_against():
+    # a homing that ends 20 cm apart is no anchor: the probe refuses to write a home pose and says why
+    homes = [np.array([1.30, 0.75, 0.60]), np.array([1.50, 0.75, 0.60]), np.array([1.30, 0.75, 0.60])]
+    with pytest.raises(CalibrationError, match="homings ended up to 0.133 m apart.*check the robot's homing"):
+        home_pose(homes)

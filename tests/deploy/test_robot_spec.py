@@ -133,6 +133,14 @@ def test_version_1_file_is_refused_with_the_fix() -> None:
         (("homing_s",), -0.5, r"'homing_s' = -0.5 is out of range \[0.0, 600.0\]"),
         (("homing_s",), "3 s", "'homing_s' must be a number"),
         (("homing_s",), 3600.0, r"'homing_s' = 3600.0 is out of range"),
+        (("home",), [1.34, 0.75, 0.53], "'home' must be a mapping with 'position_m' and 'tolerance_m'"),
+        (("home", "position_m"), DELETE, "home: missing key 'position_m'"),
+        (("home", "position_m"), [1.34, 0.75], r"'home.position_m' must be a list of 3 numbers"),
+        (("home", "position_m"), [1.34, 2.0, 0.53], r"'home.position_m\[1\]' = 2.0 lies outside the workspace"),
+        (("home", "tolerance_m"), DELETE, "home: missing key 'tolerance_m'"),
+        (("home", "tolerance_m"), 0.0, "'home.tolerance_m' = 0: a check with no tolerance refuses every real homing"),
+        (("home", "tolerance_m"), 0.5, r"'home.tolerance_m' = 0.5 is out of range \[0.0, 0.1\]"),
+        (("home", "tolerance_m"), "5 mm", "'home.tolerance_m' must be a number"),
     ],
 )
 def test_bad_values_name_the_key(tmp_path: Path, path: tuple[str, ...], value: Any, match: str) -> None:
@@ -146,6 +154,15 @@ def test_homing_time_is_optional_and_round_trips() -> None:
     assert "homing_s" not in valid() and robot_spec_from_dict(valid()).homing_s == 0.0  # not measured
     spec = robot_spec_from_dict(edit(("homing_s",), 2.5))
     assert spec.homing_s == 2.5 and robot_spec_from_dict(spec.to_dict()).homing_s == 2.5
+
+
+def test_the_home_pose_is_optional_and_round_trips(tmp_path: Path) -> None:
+    shipped = load_robot_spec()
+    assert shipped.home_position_m == (1.3418, 0.7491, 0.5347) and shipped.home_tolerance_m == 0.005
+    assert load_robot_spec(save_robot_spec(shipped, tmp_path / "copy.yaml")) == shipped
+    without = robot_spec_from_dict(edit(("home",), DELETE))
+    assert without.home_position_m is None and without.home_tolerance_m == 0.0  # HOMED states go unchecked
+    assert "home" not in without.to_dict() and robot_spec_from_dict(without.to_dict()) == without
 
 
 def test_nan_number_is_rejected() -> None:
@@ -182,6 +199,7 @@ def test_bad_watchdog_names_the_key(limits: dict[str, Any], match: str) -> None:
         ("action_delay", "stpes"),
         ("workspace", "lo"),
         ("actuator_gain", "upper_bund"),
+        ("home", "tolerence_m"),
     ],
 )
 def test_unknown_keys_are_refused(section: str | None, key: str) -> None:

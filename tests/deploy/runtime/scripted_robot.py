@@ -20,11 +20,12 @@ from collections import Counter, deque
 import numpy as np
 
 from deploy.contract import ObservationContract
+from deploy.robot_spec import load_robot_spec
 from deploy.wire import HOLD_SEQ, CommandMsg, EStopMsg, HomeMsg, Message, StateFlags, StateMsg
 from deploy.wire.messages import SEQ_MODULUS
 
 ANSWER_S = 1e-4  # seconds the scripted robot takes to answer a message
-POSE = (1.3, 0.75, 0.6)  # metres: the gripper's resting position, inside the sim robot's workspace
+POSE = tuple(load_robot_spec().home_position_m)  # metres: the gripper rests at the sim robot's home (its spec's)
 OUTSIDE_M = 10.0  # metres added to x by invalid="outside": beyond any reachable envelope
 
 

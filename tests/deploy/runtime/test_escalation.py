@@ -472,7 +472,8 @@ def test_an_old_estop_active_state_replayed_does_not_acknowledge_a_new_stop():
 
 class RebootsAcrossALinkFailure(ScriptedRobot):
     """The scripted robot whose link fails once (a poll raises LinkError) when told; meanwhile it rebooted: its
-    numbering and clock begin again and the arm rests ``MOVED_M`` away in y, inside the workspace."""
+    numbering and clock begin again and the arm rests ``MOVED_M`` away in y, inside the workspace, until a HOME
+    brings it back to its home pose (the spec's)."""
 
     MOVED_M = 0.2
 
@@ -480,6 +481,12 @@ class RebootsAcrossALinkFailure(ScriptedRobot):
         super().__init__(clock, CONTRACT)
         self.fail_next_poll = False
         self.rebooted_at_t: float | None = None
+        self.homed_since_reboot = False
+
+    def send(self, msg: Message) -> int:
+        if isinstance(msg, HomeMsg) and self.rebooted_at_t is not None:
+            self.homed_since_reboot = True
+        return super().send(msg)
 
     def poll(self, timeout_s: float) -> list[Message]:
         if self.fail_next_poll:
@@ -495,7 +502,8 @@ class RebootsAcrossALinkFailure(ScriptedRobot):
         if self.rebooted_at_t is None:
             return msg
         state = msg.state.copy()
-        state[1] += self.MOVED_M
+        if not self.homed_since_reboot:
+            state[1] += self.MOVED_M
         return StateMsg(msg.seq, msg.t_s - self.rebooted_at_t, state, msg.flags, msg.pending)
 
 
@@ -731,3 +739,62 @@ def test_a_home_sent_before_a_robot_restart_does_not_excuse_motion_after_it():
     report = controller.run()
     assert seen and report.counts["robot_restarts"] >= 1
     assert report.counts.get("implausible_too_fast", 0) + report.counts.get("implausible_unexplained_motion", 0) >= 1
+
+
+class HomesOffHome(ScriptedRobot):
+    """The scripted robot whose first ``glitches`` HOMED states report the gripper ``OFF_M`` above its home (a
+    sensor glitch on the state the episode is planned from); every command's action is recorded."""
+
+    OFF_M = 0.05
+
+    def __init__(self, clock: ScriptedClock, glitches: float) -> None:
+        super().__init__(clock, CONTRACT)
+        self.glitches = glitches
+        self.actions: list[np.ndarray] = []
+
+    def send(self, msg: Message) -> int:
+        if isinstance(msg, CommandMsg):
+            self.actions.append(np.asarray(msg.action, dtype=np.float64))
+        return super().send(msg)
+
+    def _state(self) -> Message:
+        msg = super()._state()
+        if not msg.flags & StateFlags.HOMED or self.glitches <= 0:
+            return msg
+        self.glitches -= 1
+        state = msg.state.copy()
+        state[2] += self.OFF_M
+        return StateMsg(msg.seq, msg.t_s, state, msg.flags, msg.pending)
+
+
+def test_a_homed_state_away_from_the_spec_home_is_not_planned_from():
+    """Before: the HOMED state anchored the episode whatever it said; one that read 5 cm high planned the first
+    commands downward, toward a goal the arm was already at. Now it is rejected (homed_off_home), HOME is resent and
+    the episode is planned from the real HOMED state: the policy, aiming at the home, commands nothing."""
+    clock = ScriptedClock()
+    robot = HomesOffHome(clock, glitches=1)
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=10, max_ticks=200, freeze_gc=False)
+    controller = Controller(robot, CONTRACT, DelayAwareP(), robot_spec(), GoalSource([POSE]), config, clock=clock)
+    report = controller.run()
+    assert report.counts["implausible_homed_off_home"] == 1
+    assert robot.received["HomeMsg"] == 2 and report.counts["home_retries"] == 1
+    (episode,) = report.episodes
+    assert not episode.aborted and episode.steps == config.max_episode_steps
+    assert robot.actions and np.allclose(np.array(robot.actions)[:, :3], 0.0, atol=1e-6)
+
+
+def test_a_robot_whose_home_moved_is_stopped_with_the_fix():
+    clock = ScriptedClock()
+    robot = HomesOffHome(clock, glitches=math.inf)
+    config = LoopConfig(
+        period_s=PERIOD_S, max_episode_steps=10, home_retry_ticks=5, max_home_retries=3, max_ticks=200, freeze_gc=False
+    )
+    controller = Controller(robot, CONTRACT, DelayAwareP(), robot_spec(), GoalSource([POSE]), config, clock=clock)
+    report = controller.run()
+    assert report.counts["homing_failures"] == 1
+    assert [(e.aborted, e.steps) for e in report.episodes] == [(True, 0)]  # never planned from the off-home state
+    assert np.allclose(np.array(robot.actions), 0.0)  # only holds were ever commanded
+    assert report.counts["implausible_homed_off_home"] == 1 + config.max_home_retries
+    stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
+    assert "4 HOMED states lay away from the spec's home [1.3418, 0.7491, 0.5347] (the last 0.0500 m" in stop.reason
+    assert "re-run `robot-grpo calibrate`" in stop.reason

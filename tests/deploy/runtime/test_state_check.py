@@ -6,16 +6,18 @@ Spec: the simulated robot's (no noise, gain bound 0.7317, 0.05 m per unit, 40 ms
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 
 from deploy.contract import fetch_reach_contract
-from deploy.robot_spec import load_robot_spec
+from deploy.robot_spec import RobotSpec, load_robot_spec
 from deploy.runtime.state_check import (
     EXCEEDS_GAIN,
     FIELD_OUT_OF_RANGE,
+    HOMED_OFF_HOME,
     MOTION_MARGIN_M,
     MSGS_PER_STEP,
     OUTSIDE_ENVELOPE,
@@ -33,6 +35,7 @@ SPEC = load_robot_spec()
 PERIOD_S = SPEC.control_period_s
 STEP_M = SPEC.command_scale_m * SPEC.actuator_gain_max  # metres one full unit command can move the arm
 START = (1.3, 0.75, 0.6)
+NO_HOME_SPEC = dataclasses.replace(SPEC, home_position_m=None, home_tolerance_m=0.0)
 
 
 def state_msg(seq: int, position, t_s: float | None = None) -> StateMsg:
@@ -41,8 +44,8 @@ def state_msg(seq: int, position, t_s: float | None = None) -> StateMsg:
     return StateMsg(seq, seq * PERIOD_S if t_s is None else t_s, state, 0, (0, 0))
 
 
-def anchored() -> StateChecker:
-    checker = StateChecker(SPEC, CONTRACT, PERIOD_S)
+def anchored(spec: RobotSpec = SPEC) -> StateChecker:
+    checker = StateChecker(spec, CONTRACT, PERIOD_S)
     assert checker.check(state_msg(1, START), t_recv=PERIOD_S + 1e-4, applied_units=0.0).accepted
     return checker
 
@@ -166,7 +169,7 @@ def test_a_robot_faster_than_its_gain_bound_is_caught_over_the_window() -> None:
 def test_after_a_home_the_arm_may_be_anywhere_until_the_homed_state_comes() -> None:
     """After a HOME the arm moves by itself: a jump no command explains is accepted (the HOMED state may have been
     lost) until a HOMED state is accepted; from then on motion is checked again. Envelope and time still apply."""
-    checker = anchored()
+    checker = anchored(NO_HOME_SPEC)  # a spec without a home pose: the HOMED state may be anywhere in the envelope
     checker.expect_home()
     home = (START[0] + 0.1, START[1] - 0.1, START[2])  # 14 cm away: far beyond one command and the margin
     assert checker.check(state_msg(2, home), 2 * PERIOD_S, applied_units=0.0).accepted  # no HOMED flag: lost
@@ -176,3 +179,39 @@ def test_after_a_home_the_arm_may_be_anywhere_until_the_homed_state_comes() -> N
     assert checker.check(homed, 5 * PERIOD_S, applied_units=0.0, homed=True).accepted
     away = (home[0] + 0.04, home[1], home[2])  # slower than the plausible speed, but no command explains it
     assert checker.check(state_msg(6, away), 6 * PERIOD_S, applied_units=0.0).kind == UNEXPLAINED_MOTION
+
+
+def homed_msg(seq: int, position) -> StateMsg:
+    return StateMsg(seq, seq * PERIOD_S, state_msg(seq, position).state, int(StateFlags.HOMED), (0, 0))
+
+
+def test_a_homed_state_away_from_the_spec_home_is_a_glitch_never_an_anchor() -> None:
+    """The HOMED state is what the episode's first command is planned from: one further from the spec's home pose
+    than its tolerance plus the noise is rejected, the anchor stays, and the arm's real HOMED state is accepted."""
+    home = SPEC.home_position_m
+    assert home is not None
+    checker = anchored()
+    checker.expect_home()
+    anchor = checker.anchor
+    off = (home[0], home[1], home[2] + SPEC.home_tolerance_m + 0.002)  # 2 mm beyond the tolerance (no noise)
+    for seq in range(2, 2 + checker.resync_states + 2):  # a robot that keeps homing there never re-anchors
+        verdict = checker.check(homed_msg(seq, off), seq * PERIOD_S, applied_units=0.0, homed=True)
+        assert not verdict.accepted and verdict.kind == HOMED_OFF_HOME and not verdict.restart
+        assert checker.anchor is anchor
+    assert checker.home_error_m == pytest.approx(SPEC.home_tolerance_m + 0.002)
+    seq = 2 + checker.resync_states + 2
+    inside = (home[0] + 0.8 * SPEC.home_tolerance_m, home[1], home[2])
+    assert checker.check(homed_msg(seq, inside), seq * PERIOD_S, applied_units=0.0, homed=True).accepted
+
+
+def test_the_home_tolerance_grows_by_the_noise_allowance() -> None:
+    noisy = dataclasses.replace(SPEC, observation_noise_std_m=(0.001, 0.002, 0.002))
+    checker = StateChecker(noisy, CONTRACT, PERIOD_S)
+    assert checker.home_tolerance_m == pytest.approx(SPEC.home_tolerance_m + 4.0 * 0.003)
+
+
+def test_without_a_home_pose_a_homed_state_is_not_checked_against_one() -> None:
+    checker = anchored(NO_HOME_SPEC)
+    checker.expect_home()
+    far = (START[0] + 0.2, START[1], START[2])
+    assert checker.check(homed_msg(2, far), 2 * PERIOD_S, applied_units=0.0, homed=True).accepted
