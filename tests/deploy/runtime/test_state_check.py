@@ -215,3 +215,24 @@ def test_without_a_home_pose_a_homed_state_is_not_checked_against_one() -> None:
     checker.expect_home()
     far = (START[0] + 0.2, START[1], START[2])
     assert checker.check(homed_msg(2, far), 2 * PERIOD_S, applied_units=0.0, homed=True).accepted
+
+
+@pytest.mark.parametrize("step_s", [5.0, -5.0])
+def test_a_clock_step_forward_corrects_the_offset_and_one_backward_is_a_restart(step_s: float) -> None:
+    """The robot's clock steps by ``step_s`` (an NTP step) while its sequence and the arm carry on. Ahead: the
+    states look younger than they can be; once ``resync_states`` in a row agree, the offset is lowered and the state
+    accepted, no re-home (nothing restarted). Behind: time ran backwards, which only a restart explains."""
+    checker = anchored()
+    verdicts = []
+    for seq in range(2, 2 + checker.resync_states):
+        t_s = seq * PERIOD_S + step_s
+        verdicts.append(checker.check(state_msg(seq, START, t_s=t_s), seq * PERIOD_S + 1e-4, applied_units=0.0))
+    *first, last = verdicts
+    if step_s > 0:
+        assert [v.kind for v in first] == [TIME_AHEAD] * (checker.resync_states - 1)
+        assert last.accepted and last.clock_corrected and not last.restart
+        seq = 2 + checker.resync_states  # the corrected offset judges the next state: on time
+        assert checker.check(state_msg(seq, START, t_s=seq * PERIOD_S + step_s), seq * PERIOD_S + 1e-4, 0.0).accepted
+    else:
+        assert [v.kind for v in verdicts] == ["time_backwards"] * checker.resync_states
+        assert last.restart and not last.accepted
