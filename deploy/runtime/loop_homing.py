@@ -55,7 +55,12 @@ class Homing:
     def _start_episode(self: Controller) -> None:
         episode = self.episodes.start_next()
         if episode is None:
-            self._finish("all goals served")
+            aborted = sum(result.aborted for result in self.episodes.results)
+            if not aborted:
+                self._finish("all goals served")
+            else:  # "served" would hide that some goals were never reached for (a link failure, a safe stop)
+                served = len(self.episodes.results) - aborted
+                self._finish(f"all goals taken: {served} served, {aborted} aborted (see the episodes' results)")
             return
         self.line.new_episode()
         self._previous = self._hold.copy()

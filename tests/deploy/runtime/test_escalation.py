@@ -215,7 +215,8 @@ def test_a_robot_that_never_homes_is_stopped_after_max_home_retries():
     config = LoopConfig(period_s=PERIOD_S, home_retry_ticks=3, max_home_retries=retries, max_ticks=400)
     run = run_loop(DelayAwareP(), seeded_goals(goals), config, robot_spec(), robot=robot)
     report = run.report
-    assert report.transitions[-1].target is LoopState.DONE and report.transitions[-1].reason == "all goals served"
+    assert report.transitions[-1].target is LoopState.DONE  # the end says that no goal was served
+    assert report.transitions[-1].reason == "all goals taken: 0 served, 2 aborted (see the episodes' results)"
     assert [e.aborted for e in report.episodes] == [True, True]
     assert report.counts["homing_failures"] == len(goals) and report.counts["safe_stops"] == len(goals)
     assert report.counts["home_retries"] == retries * len(goals)
@@ -798,3 +799,4 @@ def test_a_robot_whose_home_moved_is_stopped_with_the_fix():
     stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
     assert "4 HOMED states lay away from the spec's home [1.3418, 0.7491, 0.5347] (the last 0.0500 m" in stop.reason
     assert "re-run `robot-grpo calibrate`" in stop.reason
+    assert report.transitions[-1].reason == "all goals taken: 0 served, 1 aborted (see the episodes' results)"

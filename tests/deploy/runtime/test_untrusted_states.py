@@ -171,7 +171,9 @@ def test_a_lying_robot_never_takes_the_arm_out_of_the_box(lie: Lie, tmp_path: Pa
 
     # 2. the run continued or recovered: every episode was served, the last ones whole
     assert len(report.episodes) == N_GOALS
-    assert report.transitions[-1].reason == "all goals served"
+    aborted = sum(e.aborted for e in report.episodes)  # the end names the aborted ones, not "all goals served"
+    served = "all goals served" if not aborted else f"all goals taken: {N_GOALS - aborted} served, {aborted} aborted"
+    assert report.transitions[-1].reason.startswith(served)
     assert any(not e.aborted and e.steps == EPISODE_STEPS for e in report.episodes[-2:])
 
     # 3. the reasons are in the tick log (and counted in the run report)
