@@ -144,6 +144,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # the previous rollout had reached after a random number of steps (often next to or at the block), so members
     # that push differently from the same state are ranked against each other (GRPO restart_fraction).
     "launch_file_restart_0.5": {"restart_fraction": 0.5},
+    # restart_fraction 0.5 raised the peaks (24% / 16% at 1M on the unseen seeds) but decayed as the std fell
+    # (0.59 -> 0.2); the std floor kept half the episodes touching the block but did not rank the pushes. Both.
+    "restart_0.5_future_16_std_floor_0.37": {
+        "restart_fraction": 0.5,
+        "min_log_std": -1.0,
+        "rollout_buffer_kwargs": {"hindsight_strategy": "future", "n_sampled_goal": 16},
+    },
+    # ... it was worse: 6% best and last on the unseen seeds 1000 and 1001 at 1M (what zero actions score), the block
+    # moved in 10-22% of the first episodes and 0-2% of the last (push_probe_restart_floor_1m.md). The peaks of
+    # restart_0.5 fell with its policy drifting, not with the std alone: cap each update's step instead (the
+    # epochs stop once the approximate KL to the rollout policy passes 1.5 x target_kl).
+    "restart_0.5_target_kl_0.01": {"restart_fraction": 0.5, "target_kl": 0.01},
     # approach_10 with the distance term, advantages scaled by the batch's std (as distance_10_batch_scale).
     "approach_10_distance_10": {
         "bound_coef": 1.0,
