@@ -5,7 +5,9 @@ mixin decides, for each fresh state (or a period without one), what to command g
 (``state_machine.LoopState``):
 
     any mode   robot e-stop flag -> SAFE_STOP; the state is checked first: its delay line must name only holds and
-               commands this loop sent (``CommandLine.unsent``, else ``implausible_unsent_pending``), then
+               commands this loop sent (``CommandLine.unsent``, else ``implausible_unsent_pending``), in the order
+               sent (``implausible_pending_order``), following from the previous accepted line as a robot that
+               applies it oldest first would (``implausible_pending_not_fifo``), then
                ``state_check.StateChecker``; a state with a value that is NaN/inf once cast to float32 (what the
                policy takes) is invalid, never checked
     SAFE_STOP  repeat the e-stop until the robot acknowledges it; then, on an accepted state, WAIT_FRESH -> HOLD;
@@ -45,7 +47,7 @@ from deploy.runtime.safety import (
     filter_action,
     hold_result,
 )
-from deploy.runtime.state_check import PENDING_ORDER, UNSENT_PENDING, Verdict
+from deploy.runtime.state_check import PENDING_NOT_FIFO, PENDING_ORDER, UNSENT_PENDING, Verdict
 from deploy.runtime.state_frames import STATE_LENGTH
 from deploy.runtime.state_machine import LoopState
 from deploy.runtime.tick_record import TickRecord
@@ -137,6 +139,9 @@ class StateHandling(Homing):
             self.counts[f"implausible_{PENDING_ORDER}"] += 1
             return Verdict(False, PENDING_ORDER)
         old_pending = self._anchor.pending if self._anchor is not None else ()
+        if self.line.not_fifo(old_pending, msg.pending):
+            self.counts[f"implausible_{PENDING_NOT_FIFO}"] += 1
+            return Verdict(False, PENDING_NOT_FIFO)
         applied = self.line.applied_length(old_pending, msg.pending, self._anchor_sent_seq)
         homed = bool(msg.flags & HOMED)
         verdict = self.checker.check(msg, t_in, applied, homed, self.robot_link.sent_total)

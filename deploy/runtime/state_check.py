@@ -85,6 +85,9 @@ UNSENT_PENDING = "unsent_pending"
 # ... or lists its commands in another order than they were sent (CommandLine.out_of_order): a serial link does not
 # reorder frames, so the robot's bookkeeping of its line is wrong, and so would be the policy's action history
 PENDING_ORDER = "pending_order"
+# ... or cannot follow from the previous accepted line on a robot that applies its line oldest first
+# (CommandLine.not_fifo): a command already applied listed again, or one gone from the middle
+PENDING_NOT_FIFO = "pending_not_fifo"
 IMPLAUSIBLE_KINDS = (
     TIME_BACKWARDS,
     TIME_AHEAD,
@@ -98,6 +101,7 @@ IMPLAUSIBLE_KINDS = (
     HOMED_OFF_HOME,
     UNSENT_PENDING,
     PENDING_ORDER,
+    PENDING_NOT_FIFO,
 )
 RESTART_KINDS = frozenset({TIME_BACKWARDS, TIME_AHEAD, SEQ_GAP, SEQ_BACKWARDS})  # breaks a robot restart explains
 # values no robot can report, and a home pose no homing ends in: no re-anchoring on them

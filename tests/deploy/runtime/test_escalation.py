@@ -20,6 +20,7 @@ from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
 from deploy.runtime.state_machine import LoopState
 from deploy.wire import (
+    HOLD_SEQ,
     AckMsg,
     CommandMsg,
     ErrorCode,
@@ -653,6 +654,50 @@ def test_a_line_in_another_order_than_the_commands_were_sent_is_implausible():
     assert report.counts["implausible_pending_order"] >= 1
     stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
     assert "implausible_pending_order" in stop.reason
+
+
+class RelistingRobot(ScriptedRobot):
+    """The scripted robot that, when told, keeps reporting the command it had applied last as the oldest entry of
+    its line (a stuck entry: firmware that stopped clearing it), in the order sent."""
+
+    def __init__(self, clock: ScriptedClock) -> None:
+        super().__init__(clock, CONTRACT)
+        self.relist = False
+        self._applied: int | None = None
+
+    def send(self, msg: Message) -> int:
+        if isinstance(msg, CommandMsg) and self._line[0] != HOLD_SEQ and not self.relist:
+            self._applied = self._line[0]  # the full line's oldest command leaves it: applied
+        return super().send(msg)
+
+    def _state(self) -> Message:
+        msg = super()._state()
+        if not self.relist or self._applied is None:
+            return msg
+        return StateMsg(msg.seq, msg.t_s, msg.state, msg.flags, (self._applied, *msg.pending[1:]))
+
+
+def test_a_line_that_lists_an_applied_command_again_is_implausible():
+    """Before: a line naming again a command its previous line showed applied was in order and named a command
+    sent, so it passed: the policy got an action history that was over and the barrier counted a move made. Now
+    every such state is implausible and the robot is stopped."""
+    clock = ScriptedClock()
+    robot = RelistingRobot(clock)
+
+    def relist_from_step_5(controller: Controller, record) -> None:
+        if controller.sm.state is LoopState.RUN and controller.episodes.steps == 5:
+            robot.relist = True
+
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=30, max_ticks=100, freeze_gc=False)
+    goal = GoalSource([(POSE[0] + 0.1, POSE[1], POSE[2])])  # the policy commands moves: the line holds commands
+    controller = Controller(
+        robot, CONTRACT, DelayAwareP(), robot_spec(), goal, config, on_tick=relist_from_step_5, clock=clock
+    )
+    report = controller.run()
+    assert report.counts["implausible_pending_not_fifo"] >= 1
+    assert report.counts.get("implausible_unsent_pending", 0) == report.counts.get("implausible_pending_order", 0) == 0
+    stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
+    assert "implausible_pending_not_fifo" in stop.reason
 
 
 class FrozenRobot(ScriptedRobot):
