@@ -121,7 +121,10 @@ MSGS_PER_STEP = 2  # messages a robot may number per control step or per message
 # State fields that are velocities, in metres per control step (deploy.contract: FETCH_STATE_FIELDS' grip_velp and
 # gripper_vel, POINT_STATE_FIELDS' vel); every other field outside the position slice is a length in metres.
 VELOCITY_FIELDS = frozenset({"grip_velp", "gripper_vel", "vel"})
-VELOCITY_MARGIN = 10.0  # a velocity beyond this many times the spec's plausible speed is a glitch, not motion
+# A velocity beyond this many times the spec's plausible speed is a glitch, not motion. FetchReach's honest
+# velocities (bang-bang and random full actions, 2,000 steps) peaked at 0.65 x the plausible speed: the margin leaves
+# 3x headroom. (It was 10: a velocity glitch of 0.5 m per control step, 13 m/s, reached the policy.)
+VELOCITY_MARGIN = 2.0
 
 
 class Verdict(NamedTuple):
@@ -279,9 +282,12 @@ class StateChecker:
     # Pieces ---------------------------------------------------------------------------------------------------
     def _field_bounds(self, spec: RobotSpec, contract: ObservationContract) -> tuple[list[int], list[float]]:
         """(state indices, magnitude bounds) of every state value outside the position slice: a velocity at most
-        ``VELOCITY_MARGIN`` x the plausible speed x the robot's control period (metres per control step), any other
+        ``VELOCITY_MARGIN`` x the plausible speed x the robot's control period (metres per control step) plus the
+        noise allowance, any other
         value at most the diagonal of the reachable envelope (metres)."""
-        velocity_limit = VELOCITY_MARGIN * spec.plausible_speed_m_s * spec.control_period_s
+        # plus the noise of a velocity differenced from two noisy positions (sqrt 2 x the position noise)
+        velocity_noise_m = NOISE_SIGMAS * math.sqrt(2.0) * max(spec.observation_noise_std_m)
+        velocity_limit = VELOCITY_MARGIN * spec.plausible_speed_m_s * spec.control_period_s + velocity_noise_m
         length_limit = math.dist(self._env_low, self._env_high)
         position = range(*contract.position_slice)
         index: list[int] = []

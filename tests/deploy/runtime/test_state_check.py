@@ -91,7 +91,7 @@ def test_a_position_outside_the_envelope_or_nan_is_rejected(bad: float) -> None:
 
 # fetch_reach state: grip_pos 0:3 (m) | gripper_state 3:5 (finger joints, m) | grip_velp 5:8 | gripper_vel 8:10 (m/step)
 FINGER, VELOCITY, FINGER_VELOCITY = 3, 5, 8
-VELOCITY_LIMIT = VELOCITY_MARGIN * SPEC.plausible_speed_m_s * SPEC.control_period_s  # 10 x 1.3719 x 0.04 = 0.549 m/step
+VELOCITY_LIMIT = VELOCITY_MARGIN * SPEC.plausible_speed_m_s * SPEC.control_period_s  # 2 x 1.3719 x 0.04 = 0.110 m/step
 
 
 def with_value(seq: int, index: int, value: float) -> StateMsg:
@@ -104,7 +104,7 @@ def with_value(seq: int, index: int, value: float) -> StateMsg:
     ("index", "value"),
     [
         (VELOCITY, 1e30),  # a velocity glitch: the position is fine
-        (VELOCITY, -1.01 * VELOCITY_LIMIT),  # just past the bound: 13.9 m/s
+        (VELOCITY, -1.01 * VELOCITY_LIMIT),  # just past the bound: 2.8 m/s
         (FINGER_VELOCITY, 1e30),
         (FINGER, -7.0),  # a finger joint 7 m from its zero: longer than the envelope's diagonal (1.43 m)
         (FINGER, float("nan")),
@@ -236,3 +236,30 @@ def test_a_clock_step_forward_corrects_the_offset_and_one_backward_is_a_restart(
     else:
         assert [v.kind for v in verdicts] == ["time_backwards"] * checker.resync_states
         assert last.restart and not last.accepted
+
+
+def test_the_velocity_bound_has_headroom_over_the_simulated_arm_at_full_commands() -> None:
+    """The fastest honest motion: FetchReach driven by full +-1 commands (bang-bang, switching every 10 steps, and
+    random full-scale). Its reported velocities must stay well inside the bound (half of it), or a real run would
+    be stopped by its own arm."""
+    import gymnasium as gym
+    import gymnasium_robotics
+
+    gym.register_envs(gymnasium_robotics)
+    env = gym.make("FetchReach-v4")
+    rng = np.random.default_rng(0)
+    peak = 0.0
+    try:
+        for episode in range(8):
+            env.reset(seed=episode)
+            for t in range(50):
+                if episode % 2:
+                    action = np.sign(rng.uniform(-1.0, 1.0, 4))
+                else:
+                    action = np.zeros(4)
+                    action[(t // 10) % 3] = 1.0 if (t // 5) % 2 else -1.0
+                obs, *_ = env.step(action)
+                peak = max(peak, float(np.abs(obs["observation"][VELOCITY : VELOCITY + 5]).max()))
+    finally:
+        env.close()
+    assert 0.1 * VELOCITY_LIMIT < peak < 0.5 * VELOCITY_LIMIT
