@@ -32,7 +32,7 @@ import numpy as np
 from gymnasium import spaces
 
 from deploy.contract import MAX_DELAY_STEPS, ActionHistory, ObservationContract, apply_delay
-from envs.snapshots import NEW_EPISODE_OPTION
+from envs.snapshots import NEW_EPISODE_OPTION, SNAPSHOT_OPTION
 
 MIN_ACTION_GAIN, MAX_ACTION_GAIN = 0.5, 1.5
 
@@ -170,7 +170,7 @@ class DelayedGoalEnv(gym.Env):
     # Gymnasium API -------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        snapshot = (options or {}).get("snapshot")
+        snapshot = (options or {}).get(SNAPSHOT_OPTION)
         if snapshot is not None:
             observation = self._restore(snapshot)
             if (options or {}).get(NEW_EPISODE_OPTION):  # the state starts a new episode: the whole length ahead

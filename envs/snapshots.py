@@ -47,6 +47,7 @@ from gymnasium.wrappers import TimeLimit
 
 SNAPSHOT_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
 DEFAULT_TASK_ATTRS = ("goal",)
+SNAPSHOT_OPTION = "snapshot"  # reset option: the snapshot to restore
 NEW_EPISODE_OPTION = "new_episode"  # reset option: the snapshot's state starts a new episode (step count 0)
 
 
@@ -119,7 +120,7 @@ class SnapshotWrapper(gym.Wrapper):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         options = dict(options or {})
-        snapshot = options.pop("snapshot", None)
+        snapshot = options.pop(SNAPSHOT_OPTION, None)
         new_episode = bool(options.pop(NEW_EPISODE_OPTION, False))
         obs, info = self.env.reset(seed=seed, options=options or None)
         if snapshot is None:

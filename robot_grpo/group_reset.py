@@ -25,6 +25,7 @@ import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
 
 SNAPSHOT_METHOD = "snapshot"
+SNAPSHOT_OPTION = "snapshot"  # reset option: the snapshot to restore (envs.snapshots reads the same names)
 NEW_EPISODE_OPTION = "new_episode"  # reset option: the snapshot's state starts a new episode (its step count at 0)
 
 
@@ -78,6 +79,8 @@ def group_reset(
     fresh = n_groups - len(starts)
     leaders = list(range(0, fresh * group_size, group_size))
     snapshots: list[Any] = vec_env.env_method(SNAPSHOT_METHOD, indices=leaders) if leaders else []
-    options = [{"snapshot": s} for s in snapshots] + [{"snapshot": s, NEW_EPISODE_OPTION: True} for s in starts]
+    options = [{SNAPSHOT_OPTION: s} for s in snapshots] + [
+        {SNAPSHOT_OPTION: s, NEW_EPISODE_OPTION: True} for s in starts
+    ]
     vec_env.set_options([options[i // group_size] for i in range(n)])
     return vec_env.reset()

@@ -19,7 +19,7 @@ import numpy as np
 import torch as th
 
 from robot_grpo.buffers import info_reward_offsets
-from robot_grpo.group_reset import SNAPSHOT_METHOD
+from robot_grpo.group_reset import SNAPSHOT_METHOD, SNAPSHOT_OPTION
 from robot_grpo.policies import GoalGaussianPolicy, flatten_obs_np
 from robot_grpo.scale.streams import group_noise, group_start_seed
 
@@ -86,10 +86,10 @@ class GroupRunner:
     def _start(self, start_seed: int) -> list[Any]:
         """Reset every member to one fresh start drawn with ``start_seed`` from the pristine state."""
         leader = self.envs[0]
-        leader.reset(options={"snapshot": self._pristine})
+        leader.reset(options={SNAPSHOT_OPTION: self._pristine})
         leader.reset(seed=start_seed)
         snapshot = self._snapshot()
-        return [env.reset(options={"snapshot": snapshot})[0] for env in self.envs]
+        return [env.reset(options={SNAPSHOT_OPTION: snapshot})[0] for env in self.envs]
 
     @th.no_grad()
     def run(self, policy: GoalGaussianPolicy, seed: int, update: int, group: int, n_steps: int) -> GroupRollout:
