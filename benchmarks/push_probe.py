@@ -155,6 +155,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # moved in 10-22% of the first episodes and 0-2% of the last (push_probe_restart_floor_1m.md). The peaks of
     # restart_0.5 fell with its policy drifting, not with the std alone: cap each update's step instead (the
     # epochs stop once the approximate KL to the rollout policy passes 1.5 x target_kl).
+    # ... no better: 6% best on both unseen seeds at 1M (push_probe_restart_target_kl_1m.md); the std held (0.60 ->
+    # 0.55) but the gripper learned to keep away from the block (closest approach 0.06 -> 0.28 m, the block moved in
+    # 27% / 8% of the first episodes and 3% / 0% of the last), as with the std floor: what restart_0.5 alone
+    # learned (its peaks) came with the std falling, and holding exploration up by either means lost it.
     "restart_0.5_target_kl_0.01": {"restart_fraction": 0.5, "target_kl": 0.01},
     # approach_10 with the distance term, advantages scaled by the batch's std (as distance_10_batch_scale).
     "approach_10_distance_10": {
