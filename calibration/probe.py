@@ -62,6 +62,7 @@ GAIN_MARGIN = 0.1  # ... times 1 + this margin
 HOMING_RESOLUTION_S = 0.001  # the measured homing time is rounded up to whole milliseconds
 HOME_MARGIN_M = 0.005  # metres a HOMED state may lie beyond the spread the probe's homings showed
 HOME_DIGITS = 4  # the home position is written to 0.1 mm
+PROBE_KEYS_IN_THE_SPEC = ("safe_box_low", "safe_box_high", "state_bounds")  # recorded elsewhere in the spec file
 PLAUSIBLE_SPEED_FACTOR = 1.5  # plausible speed = this x the fastest step the gain bound allows (momentum, noise)
 
 
@@ -293,6 +294,7 @@ def calibrate(
         homing_s=round(math.ceil(max(session.log.homing_s) / HOMING_RESOLUTION_S) * HOMING_RESOLUTION_S, 3),
         home_position_m=home_position,
         home_tolerance_m=home_tolerance,
+        state_bounds=config.state_bounds,
         observation_noise_std_m=tuple(float(v) for v in noise),  # type: ignore[arg-type]
         workspace_low=tuple(workspace_low),  # type: ignore[arg-type]
         workspace_high=tuple(workspace_high),  # type: ignore[arg-type]
@@ -312,7 +314,7 @@ def calibrate(
             "home_runs_m": [[round(float(v), HOME_DIGITS) for v in p] for p in session.log.home_positions_m],
             "safe_box_low_m": list(config.safe_box_low),
             "safe_box_high_m": list(config.safe_box_high),
-            "probe": {k: v for k, v in asdict(config).items() if k not in ("safe_box_low", "safe_box_high")},
+            "probe": {k: v for k, v in asdict(config).items() if k not in PROBE_KEYS_IN_THE_SPEC},
         },
     )
     return spec, report

@@ -11,13 +11,14 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from deploy.contract import MAX_DELAY_STEPS, ObservationContract, in_flight_displacement_m
-from deploy.robot_spec import AXES, check_safe_name
+from deploy.robot_spec import AXES, check_safe_name, parse_state_bounds
 from deploy.runtime.safety import SafetyLimits, filter_action
 from deploy.wire import (
     CommandMsg,
@@ -84,6 +85,8 @@ class ProbeConfig:
     :param assumed_gain_max: actuator gain bound (metres moved per metre commanded) the probe's barrier plans with
         until the gain is measured.
     :param seed: seed of the probing sequences (and of HOME).
+    :param state_bounds: the range of other state fields in their units, from the robot's model (a finger joint's
+        limits): written to the spec for the runtime's checks; every state the probe reads must lie inside them.
     """
 
     safe_box_low: tuple[float, float, float]
@@ -113,6 +116,7 @@ class ProbeConfig:
     barrier_fraction: float = 0.5
     assumed_gain_max: float = 2.0
     seed: int = 0
+    state_bounds: Mapping[str, tuple[float, float]] | None = None
 
     def __post_init__(self) -> None:
         check_safe_name(self.robot_id, "robot_id")
@@ -128,6 +132,7 @@ class ProbeConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0 <= self.max_delay_steps <= MAX_DELAY_STEPS:
             raise ValueError(f"max_delay_steps must be in 0..{MAX_DELAY_STEPS}, got {self.max_delay_steps}")
+        object.__setattr__(self, "state_bounds", parse_state_bounds(self.state_bounds))  # RobotSpecError says why
 
 
 @dataclass
@@ -140,6 +145,29 @@ class ProbeLog:
     interventions: dict[str, int] = field(default_factory=dict)
     homing_s: list[float] = field(default_factory=list)  # per HOME: sent -> its HOMED state read (seconds)
     home_positions_m: list[np.ndarray] = field(default_factory=list)  # per HOME: the HOMED state's position
+
+
+def bounded_fields(
+    contract: ObservationContract, bounds: Mapping[str, tuple[float, float]] | None
+) -> list[tuple[str, slice, float, float]]:
+    """(field name, its slice of the state, low, high) for each field ``bounds`` names; a name the contract has no
+    field of, or the position's (the safe box bounds it), is a ValueError naming the fields it may bound."""
+    where: dict[str, slice] = {}
+    start = 0
+    for name, size in contract.state_fields:
+        where[name] = slice(start, start + size)
+        start += size
+    position = [name for name, cut in where.items() if cut.start <= contract.position_slice[0] < cut.stop]
+    allowed = [name for name in where if name not in position]
+    out = []
+    for name, (low, high) in (bounds or {}).items():
+        if name not in allowed:
+            raise ValueError(
+                f"state_bounds names {name!r}, which is not a field of the {contract.name} state the probe may "
+                f"bound (the position is the safe box's); the fields: {', '.join(allowed)}"
+            )
+        out.append((name, where[name], low, high))
+    return out
 
 
 class ProbeSession:
@@ -162,6 +190,7 @@ class ProbeSession:
         self.max_jump_m = math.inf  # set once the noise is known
         self.noise_std_m = 0.0
         self.set_margin(config.margin_m)
+        self._bounded = bounded_fields(contract, config.state_bounds)
 
     # Limits ----------------------------------------------------------------------------------------------
     def set_gain_max(self, gain_max: float) -> None:
@@ -235,6 +264,14 @@ class ProbeSession:
         position = np.asarray(newest.state[self.position_slice], dtype=np.float64)
         if position.shape != (AXES,) or not np.all(np.isfinite(newest.state)):
             raise ProbeAbortError("bad_state", f"state {newest.state} is not a finite contract state")
+        for name, cut, low, high in self._bounded:
+            values = np.asarray(newest.state[cut], dtype=np.float64)
+            if np.any(values < low) or np.any(values > high):
+                raise ProbeAbortError(
+                    "bad_state",
+                    f"state field {name} = {values.tolist()} lies outside state_bounds [{low}, {high}]: the bounds "
+                    "(the robot's model, e.g. its joint limits) or the robot's sensor are wrong; fix the one that is",
+                )
         return newest
 
     def _accept_position(self, position: np.ndarray) -> None:

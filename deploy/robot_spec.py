@@ -25,6 +25,8 @@ length", the gain is not "the contract's scale"). The file form, schema version 
     home:                              # optional: where a HOME leaves the gripper, as the probe measured it
       position_m: [1.342, 0.749, 0.535]   # metres (mean over the probe's homings); inside the workspace
       tolerance_m: 0.005               # a HOMED state further (Euclidean) than this, plus the noise, is a glitch
+    state_bounds:                      # optional: the range of other state fields, in their units (a joint's
+      gripper_state: [0.0, 0.05]       # limits from the robot's model); unbounded fields: the envelope's diagonal
     workspace:                         # box the gripper must stay in, metres
       low: [1.05, 0.40, 0.40]
       high: [1.65, 1.10, 0.95]
@@ -67,6 +69,8 @@ DEFAULT_WATCHDOG_STOP_S = 0.5
 DEFAULT_ENVELOPE_MARGIN_M = 0.1
 DEFAULT_HOMING_S = 0.0  # not measured: the loop sizes its wait for HOMED by the round trips it measures
 MAX_HOMING_S = 600.0
+MAX_STATE_BOUND = 1e3  # largest magnitude a state_bounds limit may have (the field's units)
+FIELD_NAME = re.compile(r"[a-z][a-z0-9_]*")  # a state field name, as the observation contracts spell them
 MAX_HOME_TOLERANCE_M = 0.1  # a homing less repeatable than this is no anchor to check a HOMED state against
 DELAY_MS_TOLERANCE_STEPS = 0.5  # 'action_delay.ms' may differ from steps x period by this many control periods
 
@@ -117,6 +121,7 @@ class RobotSpec:
     homing_s: float = DEFAULT_HOMING_S
     home_position_m: tuple[float, float, float] | None = None
     home_tolerance_m: float = 0.0
+    state_bounds: Mapping[str, tuple[float, float]] | None = None
     measurements: Mapping[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
@@ -129,6 +134,11 @@ class RobotSpec:
         if self.home_position_m is None:
             return {}
         return {"home": {"position_m": list(self.home_position_m), "tolerance_m": self.home_tolerance_m}}
+
+    def _state_bounds_dict(self) -> dict[str, Any]:
+        if not self.state_bounds:
+            return {}
+        return {"state_bounds": {name: list(bound) for name, bound in self.state_bounds.items()}}
 
     def to_dict(self) -> dict[str, Any]:
         """The file form (see the module docstring)."""
@@ -153,6 +163,7 @@ class RobotSpec:
             "plausible_speed_m_s": self.plausible_speed_m_s,
             "homing_s": self.homing_s,
             **self._home_dict(),
+            **self._state_bounds_dict(),
             "workspace": {"low": list(self.workspace_low), "high": list(self.workspace_high)},
             "limits": {
                 "max_action": self.max_action,
@@ -211,6 +222,7 @@ KNOWN_KEYS: dict[str, tuple[str, ...]] = {
         "plausible_speed_m_s",
         "homing_s",
         "home",
+        "state_bounds",
         "workspace",
         "limits",
         "measurements",
@@ -330,6 +342,32 @@ def _home(
     return position, tolerance
 
 
+def parse_state_bounds(bounds: Any) -> dict[str, tuple[float, float]] | None:
+    """The optional ``state_bounds`` section: {state field name: (low, high)} in the field's units (None without
+    one). Which names a robot's states have is the observation contract's: the state checker, and the calibration
+    probe, refuse a name the contract lacks."""
+    if bounds is None:
+        return None
+    if not isinstance(bounds, Mapping) or not bounds:
+        raise RobotSpecError(
+            f"'state_bounds' must map state field names to [low, high], e.g. {{gripper_state: [0.0, 0.05]}}; "
+            f"got {bounds!r}"
+        )
+    out: dict[str, tuple[float, float]] = {}
+    for name, bound in bounds.items():
+        if not isinstance(name, str) or not FIELD_NAME.fullmatch(name):
+            raise RobotSpecError(f"'state_bounds' key {name!r} is not a state field name (lower case, digits, '_')")
+        key = f"state_bounds.{name}"
+        if not isinstance(bound, list | tuple) or len(bound) != 2:
+            raise RobotSpecError(f"'{key}' must be [low, high] in the field's units, got {bound!r}")
+        low = _number(bound[0], f"{key}[0]", -MAX_STATE_BOUND, MAX_STATE_BOUND)
+        high = _number(bound[1], f"{key}[1]", -MAX_STATE_BOUND, MAX_STATE_BOUND)
+        if low > high:
+            raise RobotSpecError(f"'{key}' = [{low}, {high}]: low must not exceed high")
+        out[name] = (low, high)
+    return out
+
+
 def robot_spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> RobotSpec:
     """Validate a parsed spec mapping; errors name the key (``source`` prefixes them)."""
     try:
@@ -407,6 +445,7 @@ def robot_spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Rob
             homing_s=_number(data.get("homing_s", DEFAULT_HOMING_S), "homing_s", 0.0, MAX_HOMING_S),
             home_position_m=home_position,
             home_tolerance_m=home_tolerance,
+            state_bounds=parse_state_bounds(data.get("state_bounds")),
             measurements=measurements,
         )
     except RobotSpecError as err:

@@ -22,6 +22,7 @@ def calibrate(config: dict[str, Any], run_dir: Path) -> tuple[Path, dict[str, An
         safe_box_high=tuple(config["safe_box_high"]),
         robot_id=config["robot_id"],
         repeats=config["repeats"],
+        state_bounds=config["state_bounds"] or None,
     )
     out = Path(config["out"]) if config["out"] else run_dir / f"{config['robot_id']}.yaml"
     port, process = start_robot(config["robot"], seed=0)

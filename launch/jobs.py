@@ -221,6 +221,9 @@ SCHEMAS: dict[str, Section] = {
             "safe_box_low": Field("list[float]", [1.05, 0.40, 0.40], length=3, doc="metres"),
             "safe_box_high": Field("list[float]", [1.65, 1.10, 0.95], length=3, doc="metres"),
             "repeats": Field("int", 5, low=1, high=100, doc="delay measurements"),
+            "state_bounds": Field(
+                "mapping", {}, doc="state field -> [low, high] from the robot's model (e.g. finger joint limits)"
+            ),
             "output": Field("path", "runs"),
         }
     ),

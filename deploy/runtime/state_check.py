@@ -14,9 +14,10 @@ used to plan (the loop holds and counts it). The checks, against the last accept
 - sequence: at most ``seq_gap_slack`` more messages than the elapsed time and the loop's own messages explain
   (``seq_gap``: a robot numbers up to ``MSGS_PER_STEP`` messages per control step and per message it answers); an
   older sequence number (``seq_backwards``) is a replay or a reboot;
-- values: every other state field within its plausibility bound (``field_out_of_range``): a velocity (a field named
-  in ``VELOCITY_FIELDS``, metres per control step) at most ``VELOCITY_MARGIN`` times what the spec's plausible speed
-  allows in one control step; any other field (a length in metres, e.g. a finger joint) no larger than the reachable
+- values: every other state field within its plausibility bound (``field_out_of_range``): the range the spec's
+  ``state_bounds`` gives its field (e.g. a finger joint's limits), widened by the noise allowance; else a velocity
+  (a field named in ``VELOCITY_FIELDS``, metres per control step) at most ``VELOCITY_MARGIN`` times what the spec's
+  plausible speed allows in one control step; any other field (a length in metres) no larger than the reachable
   envelope's diagonal. A glitch such as 1e30 never reaches the policy;
 - position: inside the reachable envelope (the workspace grown by ``envelope_margin_m``, ``outside_envelope``);
   no faster than ``plausible_speed_m_s`` over the elapsed time (``too_fast``); no further (Euclidean) than the
@@ -198,7 +199,7 @@ class StateChecker:
         margin = spec.envelope_margin_m
         self._env_low = [lo - margin - NOISE_SIGMAS * v for lo, v in zip(spec.workspace_low, noise, strict=True)]
         self._env_high = [hi + margin + NOISE_SIGMAS * v for hi, v in zip(spec.workspace_high, noise, strict=True)]
-        self._field_index, self._field_limit = self._field_bounds(spec, contract)
+        self._field_index, self._field_low, self._field_high = self._field_bounds(spec, contract)
         self._home = None if spec.home_position_m is None else [float(v) for v in spec.home_position_m]
         self.home_tolerance_m = spec.home_tolerance_m + math.hypot(*(NOISE_SIGMAS * v for v in noise))
         self.home_error_m = 0.0  # distance of the last HOMED state from the spec's home (metres; 0 before one)
@@ -280,30 +281,54 @@ class StateChecker:
         return self._accept(seen, reach, corrected)
 
     # Pieces ---------------------------------------------------------------------------------------------------
-    def _field_bounds(self, spec: RobotSpec, contract: ObservationContract) -> tuple[list[int], list[float]]:
-        """(state indices, magnitude bounds) of every state value outside the position slice: a velocity at most
-        ``VELOCITY_MARGIN`` x the plausible speed x the robot's control period (metres per control step) plus the
-        noise allowance, any other
-        value at most the diagonal of the reachable envelope (metres)."""
-        # plus the noise of a velocity differenced from two noisy positions (sqrt 2 x the position noise)
-        velocity_noise_m = NOISE_SIGMAS * math.sqrt(2.0) * max(spec.observation_noise_std_m)
-        velocity_limit = VELOCITY_MARGIN * spec.plausible_speed_m_s * spec.control_period_s + velocity_noise_m
+    def _field_bounds(
+        self, spec: RobotSpec, contract: ObservationContract
+    ) -> tuple[list[int], list[float], list[float]]:
+        """(state indices, lower bounds, upper bounds) of every state value outside the position slice: the spec's
+        ``state_bounds`` range of its field, widened by the noise allowance, where it gives one; else a velocity at
+        most ``VELOCITY_MARGIN`` x the plausible speed x the robot's control period (metres per control step) plus
+        the noise of a velocity differenced from two noisy positions, any other value at most the diagonal of the
+        reachable envelope (metres). A ``state_bounds`` name the contract has no field of, or the position's (the
+        workspace bounds it), is refused: a misspelt name must not leave its field loosely bounded."""
+        names = [name for name, _ in contract.state_fields]
+        position_name, start = "", 0
+        for name, size in contract.state_fields:
+            if start <= contract.position_slice[0] < start + size:
+                position_name = name
+            start += size
+        for name in spec.state_bounds or {}:
+            if name not in names or name == position_name:
+                bounded = ", ".join(n for n in names if n != position_name)
+                why = "is the position, which the workspace bounds" if name == position_name else "is no state field"
+                raise ValueError(
+                    f"robot spec {spec.robot_id!r}: 'state_bounds.{name}' {why} of the policy's observation contract "
+                    f"({contract.name}); the fields it may bound: {bounded}. Fix the name in the spec file"
+                )
+        noise_m = NOISE_SIGMAS * max(spec.observation_noise_std_m)
+        velocity_limit = VELOCITY_MARGIN * spec.plausible_speed_m_s * spec.control_period_s + math.sqrt(2.0) * noise_m
         length_limit = math.dist(self._env_low, self._env_high)
         position = range(*contract.position_slice)
         index: list[int] = []
-        limit: list[float] = []
+        low: list[float] = []
+        high: list[float] = []
         start = 0
         for name, size in contract.state_fields:
+            default = velocity_limit if name in VELOCITY_FIELDS else length_limit  # allowance included
+            given = (spec.state_bounds or {}).get(name)
+            lo, hi = (-default, default) if given is None else (given[0] - noise_m, given[1] + noise_m)
             for i in range(start, start + size):
                 if i not in position:
                     index.append(i)
-                    limit.append(velocity_limit if name in VELOCITY_FIELDS else length_limit)
+                    low.append(lo)
+                    high.append(hi)
             start += size
-        return index, limit
+        return index, low, high
 
     def _field_out_of_range(self, values: list[float]) -> bool:
         # map: no Python frame per value (runs for every state); a NaN compares False, so it is out of range
-        return not all(map(operator.le, map(abs, map(values.__getitem__, self._field_index)), self._field_limit))
+        checked = list(map(values.__getitem__, self._field_index))
+        above_low = all(map(operator.le, self._field_low, checked))
+        return not (above_low and all(map(operator.le, checked, self._field_high)))
 
     def _outside_envelope(self, position: list[float]) -> bool:
         # map: no Python frame per axis (runs for every state); a NaN compares False, so it is outside

@@ -10,7 +10,7 @@ import pytest
 from calibration.probe import HOME_MARGIN_M, ProbeConfig, calibrate, home_pose
 from calibration.probe_session import CalibrationError, ProbeAbortError, ProbeSession
 from deploy.contract import fetch_reach_contract
-from deploy.robot_spec import load_robot_spec, save_robot_spec
+from deploy.robot_spec import RobotSpecError, load_robot_spec, save_robot_spec
 from deploy.runtime.safety import SafetyLimits
 from deploy.wire import SEQ_MAX, CommandMsg, Link, StateFlags, StateMsg, encode
 
@@ -306,3 +306,41 @@ def test_a_robot_that_homes_to_different_poses_has_no_home_to_check_against():
     homes = [np.array([1.30, 0.75, 0.60]), np.array([1.50, 0.75, 0.60]), np.array([1.30, 0.75, 0.60])]
     with pytest.raises(CalibrationError, match="homings ended up to 0.133 m apart.*check the robot's homing"):
         home_pose(homes)
+
+
+FINGERS = {"gripper_state": (0.0, 0.05)}  # the Fetch model's finger joint range, metres
+
+
+def test_state_bounds_from_the_robot_model_are_written_to_the_spec(tmp_path):
+    calibration, _, _, _ = run_probe(1, 0.002, box=SMALL_BOX, seed=4, state_bounds=FINGERS)
+    assert calibration.state_bounds == FINGERS
+    assert "state_bounds" not in calibration.measurements["probe"]  # once, in the spec's own section
+    assert load_robot_spec(save_robot_spec(calibration, tmp_path / "fingers.yaml")).state_bounds == FINGERS
+
+
+def test_a_robot_outside_the_given_state_bounds_stops_the_probe():
+    """The sim's blocked fingers read 0..0.4 mm; bounds that exclude it are wrong (or the sensor is): the probe stops
+    at the first state and says which field, instead of writing bounds the runtime would stop every run on."""
+    with pytest.raises(ProbeAbortError, match=r"state field gripper_state = \[.*\] lies outside state_bounds"):
+        run_probe(1, 0.002, box=SMALL_BOX, state_bounds={"gripper_state": (0.01, 0.05)})
+
+
+@pytest.mark.parametrize(
+    ("bounds", "error", "match"),
+    [
+        ({"gripper_stat": (0.0, 0.05)}, ValueError, r"'gripper_stat', which is not a field.*gripper_state, grip_velp"),
+        ({"grip_pos": (0.0, 2.0)}, ValueError, r"'grip_pos', which is not a field of the fetch_reach state"),
+        ({"gripper_state": (0.05, 0.0)}, RobotSpecError, "low must not exceed high"),
+    ],
+)
+def test_bad_state_bounds_are_refused_before_the_robot_moves(bounds, error, match):
+    robot = sim_robot.SimRobot(mode="lockstep", delay=1, seed=0).start()
+    try:
+        with Link(robot.port_name) as link:
+            recorder = RecordingLink(link)
+            with pytest.raises(error, match=match):
+                config = ProbeConfig(safe_box_low=SMALL_BOX[0], safe_box_high=SMALL_BOX[1], state_bounds=bounds)
+                calibrate(recorder, config)  # type: ignore[arg-type]
+            assert not recorder.sent  # nothing was commanded
+    finally:
+        robot.stop()

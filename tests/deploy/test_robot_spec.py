@@ -141,6 +141,13 @@ def test_version_1_file_is_refused_with_the_fix() -> None:
         (("home", "tolerance_m"), 0.0, "'home.tolerance_m' = 0: a check with no tolerance refuses every real homing"),
         (("home", "tolerance_m"), 0.5, r"'home.tolerance_m' = 0.5 is out of range \[0.0, 0.1\]"),
         (("home", "tolerance_m"), "5 mm", "'home.tolerance_m' must be a number"),
+        (("state_bounds",), [0.0, 0.05], "'state_bounds' must map state field names to \\[low, high\\]"),
+        (("state_bounds",), {}, "'state_bounds' must map state field names"),
+        (("state_bounds", "gripper_state"), 0.05, r"'state_bounds.gripper_state' must be \[low, high\]"),
+        (("state_bounds", "gripper_state"), [0.05, 0.0], r"= \[0.05, 0.0\]: low must not exceed high"),
+        (("state_bounds", "gripper_state"), [0.0, "5 cm"], r"'state_bounds.gripper_state\[1\]' must be a number"),
+        (("state_bounds", "gripper_state"), [0.0, 1e9], r"'state_bounds.gripper_state\[1\]' = 1000000000.0 is out"),
+        (("state_bounds", "Gripper State"), [0.0, 0.05], "'state_bounds' key 'Gripper State' is not a state field"),
     ],
 )
 def test_bad_values_name_the_key(tmp_path: Path, path: tuple[str, ...], value: Any, match: str) -> None:
@@ -163,6 +170,14 @@ def test_the_home_pose_is_optional_and_round_trips(tmp_path: Path) -> None:
     without = robot_spec_from_dict(edit(("home",), DELETE))
     assert without.home_position_m is None and without.home_tolerance_m == 0.0  # HOMED states go unchecked
     assert "home" not in without.to_dict() and robot_spec_from_dict(without.to_dict()) == without
+
+
+def test_state_bounds_are_optional_and_round_trip(tmp_path: Path) -> None:
+    shipped = load_robot_spec()
+    assert shipped.state_bounds == {"gripper_state": (-0.001, 0.051)}
+    without = robot_spec_from_dict(edit(("state_bounds",), DELETE))
+    assert without.state_bounds is None and "state_bounds" not in without.to_dict()
+    assert robot_spec_from_dict(shipped.to_dict()) == shipped
 
 
 def test_nan_number_is_rejected() -> None:

@@ -108,6 +108,8 @@ def with_value(seq: int, index: int, value: float) -> StateMsg:
         (FINGER_VELOCITY, 1e30),
         (FINGER, -7.0),  # a finger joint 7 m from its zero: longer than the envelope's diagonal (1.43 m)
         (FINGER, float("nan")),
+        (FINGER, 0.052),  # past the finger joint's range the spec gives (state_bounds: [-0.001, 0.051], no noise)
+        (FINGER, -0.002),
     ],
 )
 def test_a_state_field_beyond_its_bound_is_rejected(index: int, value: float) -> None:
@@ -119,10 +121,38 @@ def test_a_state_field_beyond_its_bound_is_rejected(index: int, value: float) ->
     assert checker.anchor.seq == 1
 
 
-@pytest.mark.parametrize(("index", "value"), [(VELOCITY, 0.99 * VELOCITY_LIMIT), (FINGER, 0.05), (FINGER, -0.05)])
+@pytest.mark.parametrize(("index", "value"), [(VELOCITY, 0.99 * VELOCITY_LIMIT), (FINGER, 0.05), (FINGER, 0.0)])
 def test_a_state_field_inside_its_bound_is_accepted(index: int, value: float) -> None:
     checker = anchored()
     assert checker.check(with_value(2, index, value), 2 * PERIOD_S, applied_units=0.0).accepted
+
+
+def test_a_field_the_spec_does_not_bound_has_the_envelope_diagonal() -> None:
+    unbounded = dataclasses.replace(SPEC, state_bounds=None)
+    checker = anchored(unbounded)
+    assert checker.check(with_value(2, FINGER, -0.5), 2 * PERIOD_S, applied_units=0.0).accepted
+    assert checker.check(with_value(3, FINGER, -7.0), 3 * PERIOD_S, applied_units=0.0).kind == FIELD_OUT_OF_RANGE
+
+
+def test_a_spec_bound_is_widened_by_the_noise_allowance() -> None:
+    noisy = dataclasses.replace(SPEC, observation_noise_std_m=(0.001, 0.001, 0.002))  # 4 sigma of the largest: 8 mm
+    checker = anchored(noisy)
+    assert checker.check(with_value(2, FINGER, 0.058), 2 * PERIOD_S, applied_units=0.0).accepted
+    assert checker.check(with_value(3, FINGER, 0.060), 3 * PERIOD_S, applied_units=0.0).kind == FIELD_OUT_OF_RANGE
+
+
+@pytest.mark.parametrize(
+    ("name", "match"),
+    [
+        ("gripper_stat", r"'state_bounds.gripper_stat' is no state field of the policy's observation contract"),
+        ("grip_pos", r"'state_bounds.grip_pos' is the position, which the workspace bounds"),
+    ],
+)
+def test_a_spec_bounding_a_field_the_contract_lacks_is_refused(name: str, match: str) -> None:
+    """A misspelt field name would leave the real field with the loose default: the checker refuses to start."""
+    spec = dataclasses.replace(SPEC, state_bounds={name: (0.0, 0.05)})
+    with pytest.raises(ValueError, match=match + r".*may bound: gripper_state, grip_velp, gripper_vel"):
+        StateChecker(spec, CONTRACT, PERIOD_S)
 
 
 def test_time_ahead_and_sequence_backwards() -> None:

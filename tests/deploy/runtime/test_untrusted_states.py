@@ -116,6 +116,8 @@ LIES = [
     # 0.3 m per control step (7.5 m/s): inside the bound of 10x the plausible speed it had, 2.7x the one it has
     Lie("velocity_0.3", _glitch(set_value(GRIP_VELP_X, 0.3), 1), 3, ("implausible_field_out_of_range",)),
     Lie("finger_minus_7m", _glitch(set_value(FINGER, -7.0), 1), 3, ("implausible_field_out_of_range",)),
+    # 0.5 m: inside the envelope's diagonal (the bound it had), ten times the finger's range in the spec
+    Lie("finger_0.5m", _glitch(set_value(FINGER, 0.5), 1), 3, ("implausible_field_out_of_range",)),
     Lie("velocity_1e300", _glitch(set_value(GRIP_VELP_Y, 1e300), 1), 3, ("nan_state",)),  # inf as float32
     Lie("future_stamp", _stamp(5.0), 3, ("implausible_time_ahead",)),
     Lie("past_stamp", _stamp(-5.0), 3, ("implausible_time_backwards",)),
