@@ -537,21 +537,28 @@ def test_a_link_that_failed_mid_episode_is_re_homed_not_planned_with():
     assert robot.received["HomeMsg"] == 2
 
 
-class GlitchAfterHomed(ScriptedRobot):
+class ActionRecordingRobot(ScriptedRobot):
+    """The scripted robot that records every command's action (``actions``, float64)."""
+
+    def __init__(self, clock: ScriptedClock) -> None:
+        super().__init__(clock, CONTRACT)
+        self.actions: list[np.ndarray] = []
+
+    def send(self, msg: Message) -> int:
+        if isinstance(msg, CommandMsg):
+            self.actions.append(np.asarray(msg.action, dtype=np.float64))
+        return super().send(msg)
+
+
+class GlitchAfterHomed(ActionRecordingRobot):
     """The scripted robot whose state right after the HOMED one (read in the same tick) reports the gripper
     ``GLITCH_M`` off in x: a one-state sensor glitch; every command's action is recorded."""
 
     GLITCH_M = -0.33
 
     def __init__(self, clock: ScriptedClock) -> None:
-        super().__init__(clock, CONTRACT)
-        self.actions: list[np.ndarray] = []
+        super().__init__(clock)
         self._after_homed = False
-
-    def send(self, msg: Message) -> int:
-        if isinstance(msg, CommandMsg):
-            self.actions.append(np.asarray(msg.action, dtype=np.float64))
-        return super().send(msg)
 
     def _state(self) -> Message:
         msg = super()._state()
@@ -636,21 +643,26 @@ class ReversedLineRobot(ScriptedRobot):
         return StateMsg(msg.seq, msg.t_s, msg.state, msg.flags, msg.pending[::-1]) if self.reverse else msg
 
 
+def run_lying_from_step_5(robot: ScriptedRobot, clock: ScriptedClock, lie: str):
+    """Run one 30-step episode toward a goal 10 cm away (the line holds commands), setting ``robot.<lie>`` at the
+    episode's 5th policy step; returns the report."""
+
+    def lie_from_step_5(controller: Controller, record) -> None:
+        if controller.sm.state is LoopState.RUN and controller.episodes.steps == 5:
+            setattr(robot, lie, True)
+
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=30, max_ticks=100, freeze_gc=False)
+    goal = GoalSource([(POSE[0] + 0.1, POSE[1], POSE[2])])
+    controller = Controller(
+        robot, CONTRACT, DelayAwareP(), robot_spec(), goal, config, on_tick=lie_from_step_5, clock=clock
+    )
+    return controller.run()
+
+
 def test_a_line_in_another_order_than_the_commands_were_sent_is_implausible():
     """Before: the policy was given the history in the robot's (reversed) order and nothing was counted."""
     clock = ScriptedClock()
-    robot = ReversedLineRobot(clock)
-
-    def reverse_from_step_5(controller: Controller, record) -> None:
-        if controller.sm.state is LoopState.RUN and controller.episodes.steps == 5:
-            robot.reverse = True
-
-    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=30, max_ticks=100, freeze_gc=False)
-    goal = GoalSource([(POSE[0] + 0.1, POSE[1], POSE[2])])  # the policy commands moves: the line holds commands
-    controller = Controller(
-        robot, CONTRACT, DelayAwareP(), robot_spec(), goal, config, on_tick=reverse_from_step_5, clock=clock
-    )
-    report = controller.run()
+    report = run_lying_from_step_5(ReversedLineRobot(clock), clock, "reverse")
     assert report.counts["implausible_pending_order"] >= 1
     stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
     assert "implausible_pending_order" in stop.reason
@@ -682,18 +694,7 @@ def test_a_line_that_lists_an_applied_command_again_is_implausible():
     sent, so it passed: the policy got an action history that was over and the barrier counted a move made. Now
     every such state is implausible and the robot is stopped."""
     clock = ScriptedClock()
-    robot = RelistingRobot(clock)
-
-    def relist_from_step_5(controller: Controller, record) -> None:
-        if controller.sm.state is LoopState.RUN and controller.episodes.steps == 5:
-            robot.relist = True
-
-    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=30, max_ticks=100, freeze_gc=False)
-    goal = GoalSource([(POSE[0] + 0.1, POSE[1], POSE[2])])  # the policy commands moves: the line holds commands
-    controller = Controller(
-        robot, CONTRACT, DelayAwareP(), robot_spec(), goal, config, on_tick=relist_from_step_5, clock=clock
-    )
-    report = controller.run()
+    report = run_lying_from_step_5(RelistingRobot(clock), clock, "relist")
     assert report.counts["implausible_pending_not_fifo"] >= 1
     assert report.counts.get("implausible_unsent_pending", 0) == report.counts.get("implausible_pending_order", 0) == 0
     stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
@@ -787,21 +788,15 @@ def test_a_home_sent_before_a_robot_restart_does_not_excuse_motion_after_it():
     assert report.counts.get("implausible_too_fast", 0) + report.counts.get("implausible_unexplained_motion", 0) >= 1
 
 
-class HomesOffHome(ScriptedRobot):
+class HomesOffHome(ActionRecordingRobot):
     """The scripted robot whose first ``glitches`` HOMED states report the gripper ``OFF_M`` above its home (a
     sensor glitch on the state the episode is planned from); every command's action is recorded."""
 
     OFF_M = 0.05
 
     def __init__(self, clock: ScriptedClock, glitches: float) -> None:
-        super().__init__(clock, CONTRACT)
+        super().__init__(clock)
         self.glitches = glitches
-        self.actions: list[np.ndarray] = []
-
-    def send(self, msg: Message) -> int:
-        if isinstance(msg, CommandMsg):
-            self.actions.append(np.asarray(msg.action, dtype=np.float64))
-        return super().send(msg)
 
     def _state(self) -> Message:
         msg = super()._state()
