@@ -44,7 +44,8 @@ from calibration.measure import (
 )
 from calibration.probe_session import AXES, CalibrationError, ProbeConfig, ProbeSession
 from deploy.contract import ObservationContract, fetch_reach_contract
-from deploy.robot_spec import MAX_HOME_TOLERANCE_M, RobotSpec, today
+from deploy.robot_spec import RobotSpec
+from deploy.robot_spec_sections import MAX_HOME_TOLERANCE_M, today
 from deploy.wire import Link
 
 logger = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from deploy.contract import MAX_DELAY_STEPS, ObservationContract, in_flight_displacement_m
-from deploy.robot_spec import AXES, check_safe_name, parse_state_bounds
+from deploy.robot_spec_sections import AXES, check_safe_name, parse_state_bounds
 from deploy.runtime.safety import SafetyLimits, filter_action
 from deploy.wire import (
     CommandMsg,

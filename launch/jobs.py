@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from deploy.contract import MAX_DELAY_STEPS
-from deploy.robot_spec import SAFE_NAME
+from deploy.robot_spec_sections import SAFE_NAME
 from deploy.runtime.backends import BACKEND_NAMES
 from deploy.runtime.exploration import DEFAULT_STD_SCALE
 from launch.schema import Field, LaunchError, Section, validate
