@@ -160,6 +160,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # 27% / 8% of the first episodes and 3% / 0% of the last), as with the std floor: what restart_0.5 alone
     # learned (its peaks) came with the std falling, and holding exploration up by either means lost it.
     "restart_0.5_target_kl_0.01": {"restart_fraction": 0.5, "target_kl": 0.01},
+    # restart_0.5 learning a third as fast (the launch file's 3e-4 -> 1e-4): its peaks came and went within 200k env
+    # steps; smaller steps may keep what a peak learned.
+    "restart_0.5_lr_1e-4": {"restart_fraction": 0.5, "learning_rate": 1e-4},
     # approach_10 with the distance term, advantages scaled by the batch's std (as distance_10_batch_scale).
     "approach_10_distance_10": {
         "bound_coef": 1.0,
