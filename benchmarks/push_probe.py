@@ -162,6 +162,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "restart_0.5_target_kl_0.01": {"restart_fraction": 0.5, "target_kl": 0.01},
     # restart_0.5 learning a third as fast (the launch file's 3e-4 -> 1e-4): its peaks came and went within 200k env
     # steps; smaller steps may keep what a peak learned.
+    # ... no better either: 6% best and last on both unseen seeds at 1M (push_probe_restart_lr_1m.md), the gripper
+    # again ending away from the block (closest approach 0.14 / 0.08 -> 0.28 / 0.24 m).
     "restart_0.5_lr_1e-4": {"restart_fraction": 0.5, "learning_rate": 1e-4},
     # approach_10 with the distance term, advantages scaled by the batch's std (as distance_10_batch_scale).
     "approach_10_distance_10": {
