@@ -104,14 +104,3 @@ def test_dummy_and_subproc_group_reset_agree() -> None:
     for a, b in zip(obs_d, obs_s, strict=True):
         for key in a:
             assert a[key].tobytes() == b[key].tobytes()
-
-
-def test_the_algorithm_and_the_envs_name_the_reset_options_alike():
-    """robot_grpo may not import envs (the algorithm runs on any goal env), so the reset options it sends are its
-    own constants: they must be the strings envs.snapshots reads, or a restart would silently keep the step count."""
-    from envs import snapshots
-    from robot_grpo import group_reset as algorithm_side
-
-    assert algorithm_side.NEW_EPISODE_OPTION == snapshots.NEW_EPISODE_OPTION
-    assert algorithm_side.SNAPSHOT_OPTION == snapshots.SNAPSHOT_OPTION
-    assert callable(getattr(snapshots.SnapshotWrapper, algorithm_side.SNAPSHOT_METHOD))
