@@ -144,6 +144,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # the previous rollout had reached after a random number of steps (often next to or at the block), so members
     # that push differently from the same state are ranked against each other (GRPO restart_fraction).
     "launch_file_restart_0.5": {"restart_fraction": 0.5},
+    # Rerun 2026-12-04 on seed 1000 in a fresh environment (same code; not bit-identical to the 12-03 run, whose
+    # first evaluation it no longer matches): best 12% (was 24%), last 2% (push_probe_restart_1m_rerun.md). The
+    # peaks are as much seed-and-noise as method.
     # restart_fraction 0.5 raised the peaks (24% / 16% at 1M on the unseen seeds) but decayed as the std fell
     # (0.59 -> 0.2); the std floor kept half the episodes touching the block but did not rank the pushes. Both.
     "restart_0.5_future_16_std_floor_0.37": {
