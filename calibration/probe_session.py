@@ -152,13 +152,8 @@ def bounded_fields(
 ) -> list[tuple[str, slice, float, float]]:
     """(field name, its slice of the state, low, high) for each field ``bounds`` names; a name the contract has no
     field of, or the position's (the safe box bounds it), is a ValueError naming the fields it may bound."""
-    where: dict[str, slice] = {}
-    start = 0
-    for name, size in contract.state_fields:
-        where[name] = slice(start, start + size)
-        start += size
-    position = [name for name, cut in where.items() if cut.start <= contract.position_slice[0] < cut.stop]
-    allowed = [name for name in where if name not in position]
+    where = {name: slice(start, stop) for name, start, stop in contract.field_spans()}
+    allowed = [name for name in where if name != contract.position_field]
     out = []
     for name, (low, high) in (bounds or {}).items():
         if name not in allowed:

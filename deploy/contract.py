@@ -109,26 +109,32 @@ class ObservationContract:
             raise ValueError(f"position_slice must be a (start, stop) pair of integers, got {position!r}")
         start, stop = position
         state_dim = self.state_dim
-        layout = ", ".join(f"{name!r} {lo}:{hi}" for name, lo, hi in self._field_spans())
+        layout = ", ".join(f"{name!r} {lo}:{hi}" for name, lo, hi in self.field_spans())
         if not (0 <= start < stop <= state_dim and stop - start == self.goal_dim):
             raise ValueError(
                 f"position_slice {list(position)} must hold the goal_dim = {self.goal_dim} gripper coordinates "
                 f"(metres) inside the {state_dim} robot state values (0 <= start < stop <= {state_dim}, "
                 f"stop - start = {self.goal_dim}); the state is {layout}. Point it at the position field"
             )
-        if not any(lo <= start and stop <= hi for _, lo, hi in self._field_spans()):
+        if not any(lo <= start and stop <= hi for _, lo, hi in self.field_spans()):
             raise ValueError(
                 f"position_slice {list(position)} straddles two state fields; the position must lie inside one "
                 f"field (the state is {layout})"
             )
 
-    def _field_spans(self) -> list[tuple[str, int, int]]:
+    def field_spans(self) -> list[tuple[str, int, int]]:
         """(name, start, stop) of every state field inside the robot state vector."""
         spans, start = [], 0
         for name, size in self.state_fields:
             spans.append((name, start, start + size))
             start += size
         return spans
+
+    @property
+    def position_field(self) -> str:
+        """Name of the state field that holds the gripper position (``position_slice`` lies inside it)."""
+        start = self.position_slice[0]
+        return next(name for name, lo, hi in self.field_spans() if lo <= start < hi)
 
     # Dimensions ------------------------------------------------------------------------------------
     @property

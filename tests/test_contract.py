@@ -232,3 +232,16 @@ def test_flat_observation_rejects_bad_shapes_and_leaves_the_history_alone() -> N
     np.testing.assert_array_equal(history.get_state(), [np.zeros(4), np.ones(4)])
     with pytest.raises(ValueError, match="read-only"):
         history.view()[0] = 1.0
+
+
+def test_the_position_field_is_the_state_field_holding_the_position_slice():
+    from deploy.contract import fetch_reach_contract
+
+    contract = fetch_reach_contract(2)
+    assert contract.field_spans() == [
+        ("grip_pos", 0, 3),
+        ("gripper_state", 3, 5),
+        ("grip_velp", 5, 8),
+        ("gripper_vel", 8, 10),
+    ]
+    assert contract.position_field == "grip_pos"

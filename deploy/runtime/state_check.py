@@ -291,11 +291,7 @@ class StateChecker:
         reachable envelope (metres). A ``state_bounds`` name the contract has no field of, or the position's (the
         workspace bounds it), is refused: a misspelt name must not leave its field loosely bounded."""
         names = [name for name, _ in contract.state_fields]
-        position_name, start = "", 0
-        for name, size in contract.state_fields:
-            if start <= contract.position_slice[0] < start + size:
-                position_name = name
-            start += size
+        position_name = contract.position_field
         for name in spec.state_bounds or {}:
             if name not in names or name == position_name:
                 bounded = ", ".join(n for n in names if n != position_name)
@@ -311,17 +307,15 @@ class StateChecker:
         index: list[int] = []
         low: list[float] = []
         high: list[float] = []
-        start = 0
-        for name, size in contract.state_fields:
+        for name, start, stop in contract.field_spans():
             default = velocity_limit if name in VELOCITY_FIELDS else length_limit  # allowance included
             given = (spec.state_bounds or {}).get(name)
             lo, hi = (-default, default) if given is None else (given[0] - noise_m, given[1] + noise_m)
-            for i in range(start, start + size):
+            for i in range(start, stop):
                 if i not in position:
                     index.append(i)
                     low.append(lo)
                     high.append(hi)
-            start += size
         return index, low, high
 
     def _field_out_of_range(self, values: list[float]) -> bool:
