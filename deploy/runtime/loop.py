@@ -46,6 +46,7 @@ from deploy.runtime.loop_config import LoopConfig
 from deploy.runtime.loop_states import ACTIVE_MODES, EMPTY, ESTOP_ACTIVE, HOMED, StateHandling
 from deploy.runtime.policy_guard import PolicyGuard
 from deploy.runtime.realtime import enter_realtime
+from deploy.runtime.rejection_window import RejectionWindow
 from deploy.runtime.robot_link import RobotLink
 from deploy.runtime.run_report import RunReport
 from deploy.runtime.safety import (
@@ -172,6 +173,7 @@ class Controller(StateHandling):
         self._next_tick = 0.0
         self._hold_count = 0
         self._implausible_run = 0
+        self._rejections = RejectionWindow(self.config.rejection_window_states, self.config.max_rejected_in_window)
         self._home_tick = 0
         self._home_retries_run = 0  # HOMEs resent for the current episode without an answer
         self._home_sent_t = 0.0
@@ -364,6 +366,7 @@ class Controller(StateHandling):
             self.episodes.end(None, aborted=True)
         self._fresh = self._after_event = None
         self._implausible_run = 0
+        self._rejections.reset()
         self.checker.reset()  # after the stop, the robot is re-homed: the next accepted state is the new anchor
         self._anchor = None
         logger.warning("safe stop at tick %d: %s", self.tick, reason)

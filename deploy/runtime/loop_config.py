@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from deploy.runtime.rejection_window import RejectionWindow
+
 MAX_RT_PRIORITY = 99  # SCHED_FIFO priorities on Linux
 HOME_RETRY_ROUND_TRIPS = 2.0  # a HOME is resent only after this many measured round trips without its answer
 
@@ -26,6 +28,12 @@ class LoopConfig:
         robot answers but never reports HOMED (its homing is broken or blocked), and resending forever would keep
         the line waiting with nobody told. The stop aborts the episode; after recovery the next one homes anew.
     :param max_implausible_states: safe stop after this many implausible states in a row (each one is held).
+    :param rejection_window_states: the last this many states (control steps that brought one in HOLD, HOMING or
+        RUN) are remembered for ``max_rejected_in_window``.
+    :param max_rejected_in_window: safe stop when this many of the last ``rejection_window_states`` states were
+        rejected (implausible, non-finite or malformed), in a row or not: a robot wrong on every other state never
+        reaches ``max_implausible_states`` in a row. The default (10 of 50, 20%) is far above what an honest robot
+        on a lossy link is rejected for (a lost command leaves a gap, which is no rejection).
     :param resync_states: consistent states in a row that confirm a robot restart (then hold and re-home).
     :param policy_fault_stop_s: safe stop when the policy has failed (NaN/inf, raised, wrong size, overran) for this
         long without a clean answer in between (seconds).
@@ -51,6 +59,8 @@ class LoopConfig:
     home_retry_ticks: int = 5
     max_home_retries: int = 10
     max_implausible_states: int = 5
+    rejection_window_states: int = 50
+    max_rejected_in_window: int = 10
     resync_states: int = 3
     policy_fault_stop_s: float = 0.1
     stop_ack_timeout_s: float = 0.5
@@ -65,6 +75,7 @@ class LoopConfig:
         for name in ("max_episode_steps", "hold_ticks", "home_retry_ticks", "max_implausible_states"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        RejectionWindow(self.rejection_window_states, self.max_rejected_in_window)  # raises on a bad pair
         if self.resync_states < 2:
             raise ValueError(f"resync_states must be >= 2 (one state confirms nothing), got {self.resync_states}")
         for name in (

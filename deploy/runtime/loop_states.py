@@ -24,7 +24,8 @@ mixin decides, for each fresh state (or a period without one), what to command g
     RUN        policy -> safety filter -> command; a full episode -> the next one; the robot reports its e-stop
                active (it latched a stop and executes no command) -> SAFE_STOP, the episode aborted
     (HOLD, HOMING, RUN) an implausible, non-finite or malformed state -> hold and count; ``max_implausible_states`` in
-               a row, or no valid state for ``watchdog_stop_s`` (as in silence) -> SAFE_STOP; a confirmed robot
+               a row, ``max_rejected_in_window`` of the last ``rejection_window_states`` (a robot wrong on every
+               other state), or no valid state for ``watchdog_stop_s`` (as in silence) -> SAFE_STOP; a confirmed robot
                restart -> HOLD (abort the episode, re-home)
 """
 
@@ -75,6 +76,7 @@ NAN_STATES = "nan_states"
 RECONNECT_REHOMES = "reconnect_rehomes"  # count: episodes aborted and re-homed because the port was reopened
 OLD_ESTOP_ACKS = "old_estop_acks"  # count: ESTOP_ACTIVE states numbered before the stop in force (not an ack)
 STATE_RATE_MISMATCH = "state_rate_mismatch"  # count: the run ended because the robot steps at another rate
+REJECTED_TOO_OFTEN = "rejected_too_often"  # count: safe stops for max_rejected_in_window of the last states
 INVALID_STATE_PREFIXES = ("malformed_", "implausible_")  # counters of states received and rejected
 
 
@@ -113,6 +115,7 @@ class StateHandling(Homing):
             reasons = (IMPLAUSIBLE_STATE, f"implausible_{verdict.kind}") if finite else (NAN_STATE,)
             return self._implausible_tick(msg, reasons)
         self._implausible_run = 0
+        self._rejections.record()
         if state is LoopState.HOLD:
             return self._hold_tick(msg, verdict)
         if state is LoopState.HOMING:
@@ -213,15 +216,25 @@ class StateHandling(Homing):
 
     def _implausible_tick(self: Controller, msg: StateMsg | None, reasons: tuple[str, ...]) -> TickRecord:
         """The state failed its check, was non-finite or malformed: never plan with it. Hold, count; too many in a
-        row, or no valid state for ``watchdog_stop_s`` (an invalid state is no sign of life) -> safe stop."""
+        row, too many of the last ``rejection_window_states``, or no valid state for ``watchdog_stop_s`` (an invalid
+        state is no sign of life) -> safe stop."""
         self._implausible_run += 1
         self._hold_count = 0
         self.interventions.add(reasons)
+        too_often = self._rejections.record(reasons[-1])
         stale_s = self._clock() - self._last_valid_t
         if self._implausible_run >= self.config.max_implausible_states or stale_s > self.limits.watchdog_stop_s:
             self._safe_stop(
                 f"{self._implausible_run} implausible, non-finite or malformed states in a row, no valid state for "
                 f"{stale_s:.3f} s (last: {reasons[-1]})"
+            )
+            return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), True)
+        if too_often:
+            self.counts[REJECTED_TOO_OFTEN] += 1
+            self._safe_stop(
+                f"{self._rejections.summary()}: the robot is wrong too often to be driven (max_rejected_in_window "
+                f"{self.config.max_rejected_in_window} of rejection_window_states "
+                f"{self.config.rejection_window_states}); check its sensors, its link and its line bookkeeping"
             )
             return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), True)
         self._send_command(self._hold)

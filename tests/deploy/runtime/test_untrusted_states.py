@@ -330,3 +330,36 @@ def test_a_delay_line_naming_commands_never_sent_is_implausible_and_never_planne
     assert not [r for r in records if r.tick > lied_at[0] + 1 and r.obs_flat.size]
     assert controller.line.acked_seq in robot.commands  # never a number that was not sent
     assert report.counts.get("unknown_pending", 0) == 0
+
+
+class EveryThirdState:
+    """on_tick hook: from the first RUN tick >= START on, the robot's position sensor reads 3 cm off on every third
+    state (an intermittent glitch: never two bad states in a row)."""
+
+    def __init__(self, robot: SimRobot) -> None:
+        self.robot = robot
+        self.started: int | None = None
+
+    def __call__(self, controller: Controller, record) -> None:
+        if self.started is None and controller.tick >= START and controller.sm.state is LoopState.RUN:
+            self.started = controller.tick
+        if self.started is not None and (controller.tick - self.started) % 3 == 0:
+            self.robot.faults.state_glitch = shift_y(0.03)
+            self.robot.faults.glitch_frames = 1
+
+
+def test_a_sensor_that_glitches_every_third_state_is_stopped_not_driven_on(tmp_path: Path):
+    """Before: never two bad states in a row, so every one was held and counted and the arm was driven on for as
+    long as the goals lasted with a third of its states wrong. Now ``max_rejected_in_window`` of the last
+    ``rejection_window_states`` stop it, within the window of the glitch starting, with the arm inside the box."""
+    robot = SimRobot(mode="lockstep", delay=DELAY, seed=1, control_period_s=PERIOD_S)
+    glitch = EveryThirdState(robot)
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, hold_ticks=3, max_ticks=400)
+    run = run_loop(Push(TOWARD_MINUS_Y), seeded_goals(list(range(N_GOALS))), config, SPEC, robot, glitch)
+    report = run.report
+    stops = [t for t in report.transitions if t.target is LoopState.SAFE_STOP]
+    assert stops and "states were rejected" in stops[0].reason, [t.reason for t in stops]
+    assert glitch.started is not None and stops[0].tick - glitch.started <= config.rejection_window_states
+    assert report.counts["rejected_too_often"] >= 1
+    trace = np.array(robot.trace)
+    assert np.all(np.maximum(LOW - trace, trace - HIGH).max(axis=1) <= OUTSIDE_TOL_M)
