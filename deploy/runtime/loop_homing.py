@@ -65,8 +65,14 @@ class Homing:
         self.line.new_episode()
         self._previous = self._hold.copy()
         self._home_retries_run = 0
+        self._homing_counts_at_start = self._homing_faults()
         self._enter(LoopState.HOMING, f"episode {episode.index}: home (seed {episode.seed})")
         self._send_home()
+
+    def _homing_faults(self: Controller) -> tuple[int, int]:
+        """(HOMED states with the e-stop active, HOMED states away from the spec's home) counted so far in the run;
+        the failure hint names those of the failing episode only (the difference since its first HOME)."""
+        return self.counts[HOMED_WITH_ESTOP], self.counts[f"implausible_{HOMED_OFF_HOME}"]
 
     def _send_home(self: Controller) -> None:
         self._home_tick = self.tick
@@ -91,11 +97,12 @@ class Homing:
             return
         if self._home_retries_run >= self.config.max_home_retries:
             self.counts["homing_failures"] += 1
-            latched = self.counts[HOMED_WITH_ESTOP]
+            latched, off_home = (
+                now - before for now, before in zip(self._homing_faults(), self._homing_counts_at_start, strict=True)
+            )
             hint = ""
             if latched:
                 hint = f" and that a HOME releases its e-stop ({latched} HOMED states came with it active)"
-            off_home = self.counts[f"implausible_{HOMED_OFF_HOME}"]
             if off_home:
                 hint += (
                     f"; {off_home} HOMED states lay away from the spec's home {list(self.spec.home_position_m)} "  # type: ignore[arg-type]

@@ -48,7 +48,7 @@ from deploy.runtime.safety import (
     filter_action,
     hold_result,
 )
-from deploy.runtime.state_check import PENDING_NOT_FIFO, PENDING_ORDER, UNSENT_PENDING, Verdict
+from deploy.runtime.state_check import HOMED_OFF_HOME, PENDING_NOT_FIFO, PENDING_ORDER, UNSENT_PENDING, Verdict
 from deploy.runtime.state_frames import STATE_LENGTH
 from deploy.runtime.state_machine import LoopState
 from deploy.runtime.tick_record import TickRecord
@@ -77,6 +77,7 @@ RECONNECT_REHOMES = "reconnect_rehomes"  # count: episodes aborted and re-homed 
 OLD_ESTOP_ACKS = "old_estop_acks"  # count: ESTOP_ACTIVE states numbered before the stop in force (not an ack)
 STATE_RATE_MISMATCH = "state_rate_mismatch"  # count: the run ended because the robot steps at another rate
 REJECTED_TOO_OFTEN = "rejected_too_often"  # count: safe stops for max_rejected_in_window of the last states
+OFF_HOME_REASON = f"implausible_{HOMED_OFF_HOME}"
 INVALID_STATE_PREFIXES = ("malformed_", "implausible_")  # counters of states received and rejected
 
 
@@ -221,7 +222,8 @@ class StateHandling(Homing):
         self._implausible_run += 1
         self._hold_count = 0
         self.interventions.add(reasons)
-        too_often = self._rejections.record(reasons[-1])
+        # A HOMED state off the home is homing's to judge (max_home_retries, whose stop names the home and the fix)
+        too_often = reasons[-1] != OFF_HOME_REASON and self._rejections.record(reasons[-1])
         stale_s = self._clock() - self._last_valid_t
         if self._implausible_run >= self.config.max_implausible_states or stale_s > self.limits.watchdog_stop_s:
             self._safe_stop(

@@ -840,3 +840,29 @@ def test_a_robot_whose_home_moved_is_stopped_with_the_fix():
     assert "4 HOMED states lay away from the spec's home [1.3418, 0.7491, 0.5347] (the last 0.0500 m" in stop.reason
     assert "re-run `robot-grpo calibrate`" in stop.reason
     assert report.transitions[-1].reason == "all goals taken: 0 served, 1 aborted (see the episodes' results)"
+
+
+def test_the_homing_failure_hint_names_only_the_failing_episodes_homed_states():
+    """Episode 0's one off-home HOMED state was rejected and its HOME resent, and it was served; episode 1's robot then
+    never homes at all. Before: the stop's hint blamed the home pose for episode 1 ('1 HOMED states lay away ...:
+    re-run calibrate'), counting over the whole run; now it names the failing episode's own answers (none)."""
+    clock = ScriptedClock()
+    robot = HomesOffHome(clock, glitches=1)
+
+    def stop_homing_in_episode_1(controller: Controller, record) -> None:
+        if controller.sm.state is LoopState.RUN:  # episode 0 homed; no later homing completes
+            robot.homing_s = math.inf
+
+    config = LoopConfig(
+        period_s=PERIOD_S, max_episode_steps=10, home_retry_ticks=5, max_home_retries=3, max_ticks=300, freeze_gc=False
+    )
+    goals = GoalSource([POSE, POSE])
+    controller = Controller(
+        robot, CONTRACT, DelayAwareP(), robot_spec(), goals, config, on_tick=stop_homing_in_episode_1, clock=clock
+    )
+    report = controller.run()
+    assert report.counts["implausible_homed_off_home"] == 1  # episode 0's
+    assert [e.aborted for e in report.episodes] == [False, True]
+    stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
+    assert "HOMEs for episode 1 went unanswered" in stop.reason
+    assert "lay away from the spec's home" not in stop.reason, stop.reason

@@ -7,9 +7,12 @@ The loop tests run the scripted lock-step robot on the test's clock (``scripted_
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from loop_fixtures import CONTRACT, DelayAwareP, robot_spec
-from scripted_robot import OUTSIDE_M, ScriptedClock, ScriptedRobot
+from scripted_robot import OUTSIDE_M, POSE, ScriptedClock, ScriptedRobot
+from test_escalation import HomesOffHome
 
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
@@ -111,3 +114,20 @@ def test_a_window_that_could_never_stop_is_refused(size: int, max_rejected: int,
     with pytest.raises(ValueError, match="rejection_window_states|max_rejected_in_window") as error:
         LoopConfig(rejection_window_states=size, max_rejected_in_window=max_rejected)
     assert says in str(error.value)
+
+
+def test_homed_states_off_the_home_are_left_to_the_homing_limit():
+    """A robot whose every HOMED state lies 5 cm off its home, answered quickly (HOME resent every tick): its HOMED
+    states are rejected often enough to fill the window, but the stop that fires is homing's, which names the home
+    and the fix (recalibrate), not the window's."""
+    clock = ScriptedClock()
+    robot = HomesOffHome(clock, glitches=math.inf)
+    config = LoopConfig(
+        period_s=PERIOD_S, home_retry_ticks=1, max_home_retries=30, recover=False, max_ticks=300, freeze_gc=False
+    )
+    controller = Controller(robot, CONTRACT, DelayAwareP(), robot_spec(), GoalSource([POSE]), config, clock=clock)
+    report = controller.run()
+    assert report.counts["implausible_homed_off_home"] > config.max_rejected_in_window
+    assert report.counts.get(REJECTED_TOO_OFTEN, 0) == 0
+    stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
+    assert "re-run `robot-grpo calibrate`" in stop.reason
