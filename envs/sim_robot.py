@@ -180,6 +180,7 @@ class SimRobot:
         self._homed = False
         self._clock_origin = 0.0  # the robot's clock reads time.monotonic() - origin (restart() sets it to now)
         self._restart_request = False
+        self._home_request = False
         self._last_home_seed = seed
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
@@ -231,6 +232,12 @@ class SimRobot:
         arm is back at home, the delay line is empty, an e-stop the runtime sent is forgotten."""
         self._restart_request = True
 
+    def home_unprompted(self) -> None:
+        """The robot homes by itself (applied by the serving thread), as a controller's own fault reaction would
+        (a protective stop that returns the arm home): the episode resets, the delay line empties, the next state is
+        flagged HOMED, though no HomeMsg asked for it."""
+        self._home_request = True
+
     @property
     def estop_active(self) -> bool:
         return self._estop is not None
@@ -281,6 +288,10 @@ class SimRobot:
             if self._estop == "runtime":
                 self._estop = None
             self.counts["restarts"] = self.counts.get("restarts", 0) + 1
+        if self._home_request:
+            self._home_request = False
+            self.counts["unprompted_homes"] = self.counts.get("unprompted_homes", 0) + 1
+            self._go_home(self._last_home_seed)
         if self._estop_request is not None:
             reason, self._estop_request = self._estop_request, None
             self._enter_estop("robot")
@@ -338,14 +349,18 @@ class SimRobot:
         self._estop = None
         self.counts["homes"] += 1
         self._last_home_seed = msg.seed
-        self._obs, _ = self.env.reset(seed=msg.seed)
-        self._pending.extend([HOLD_SEQ] * self.contract.history_len)
-        self._latest_cmd = None
-        self._homed = True
+        self._go_home(msg.seed)
         self._send_state()
         for _ in range(self.faults.states_after_home):
             self._send_state()
         return True
+
+    def _go_home(self, seed: int) -> None:
+        """Reset the episode (the arm at home), empty the delay line, flag the next state HOMED."""
+        self._obs, _ = self.env.reset(seed=seed)
+        self._pending.extend([HOLD_SEQ] * self.contract.history_len)
+        self._latest_cmd = None
+        self._homed = True
 
     def _take_command(self) -> CommandMsg | None:
         cmd, self._latest_cmd = self._latest_cmd, None

@@ -65,6 +65,7 @@ class Homing:
         self.line.new_episode()
         self._previous = self._hold.copy()
         self._home_retries_run = 0
+        self._homes_unanswered = 0
         self._homing_counts_at_start = self._homing_faults()
         self._enter(LoopState.HOMING, f"episode {episode.index}: home (seed {episode.seed})")
         self._send_home()
@@ -77,6 +78,7 @@ class Homing:
     def _send_home(self: Controller) -> None:
         self._home_tick = self.tick
         self._home_sent_t = self._clock()
+        self._homes_unanswered += 1
         self.checker.expect_home()
         self._send(HomeMsg(self._next_seq(), self._home_sent_t, self.episodes.current.seed))  # type: ignore[union-attr]
 

@@ -22,7 +22,10 @@ mixin decides, for each fresh state (or a period without one), what to command g
                complete homing: counted, waited on like no answer); no answer after ``home_retry_ticks()`` -> resend
                HOME, ``max_home_retries`` resent in a row without an answer -> SAFE_STOP
     RUN        policy -> safety filter -> command; a full episode -> the next one; the robot reports its e-stop
-               active (it latched a stop and executes no command) -> SAFE_STOP, the episode aborted
+               active (it latched a stop and executes no command) -> SAFE_STOP, the episode aborted; an accepted
+               HOMED state that no HOME of the episode awaits (the robot homed by itself) -> HOLD, the episode
+               aborted, re-home (``unrequested_homes``); a resent HOME's late answer is counted
+               (``late_home_answers``) and the episode goes on (the robot homed before any of its commands)
     (HOLD, HOMING, RUN) an implausible, non-finite or malformed state -> hold and count; ``max_implausible_states`` in
                a row, ``max_rejected_in_window`` of the last ``rejection_window_states`` (a robot wrong on every
                other state), or no valid state for ``watchdog_stop_s`` (as in silence) -> SAFE_STOP; a confirmed robot
@@ -76,6 +79,10 @@ NAN_STATES = "nan_states"
 RECONNECT_REHOMES = "reconnect_rehomes"  # count: episodes aborted and re-homed because the port was reopened
 OLD_ESTOP_ACKS = "old_estop_acks"  # count: ESTOP_ACTIVE states numbered before the stop in force (not an ack)
 STATE_RATE_MISMATCH = "state_rate_mismatch"  # count: the run ended because the robot steps at another rate
+HOMING_MODES = (LoopState.HOMING, LoopState.RUN)  # modes in which a HOMED state answers (or not) this episode's HOME
+LATE_HOME_ANSWERS = "late_home_answers"  # count: a resent HOME's answer read in RUN (the episode goes on)
+UNREQUESTED_HOMES = "unrequested_homes"  # count: HOMED in RUN with no HOME awaiting an answer (episode aborted)
+UNREQUESTED_HOME = "unrequested_home"  # reason of the tick that aborted an episode for it
 REJECTED_TOO_OFTEN = "rejected_too_often"  # count: safe stops for max_rejected_in_window of the last states
 OFF_HOME_REASON = f"implausible_{HOMED_OFF_HOME}"
 INVALID_STATE_PREFIXES = ("malformed_", "implausible_")  # counters of states received and rejected
@@ -110,6 +117,13 @@ class StateHandling(Homing):
             self._enter(LoopState.HOLD, "fresh state")
             self._hold_count = 0
             return self._hold_tick(msg, verdict)
+        if msg.flags & HOMED and state in HOMING_MODES:
+            asked = self._homes_unanswered > 0  # a HOME of this episode still has its HOMED answer to come
+            self._homes_unanswered = max(0, self._homes_unanswered - 1)
+            if state is LoopState.RUN and verdict.accepted:
+                if not asked:
+                    return self._unrequested_home_tick(msg)
+                self.counts[LATE_HOME_ANSWERS] += 1  # sent before any command of the episode: nothing was applied
         if verdict.restart:
             return self._restart_tick(msg)
         if not verdict.accepted:
@@ -244,20 +258,39 @@ class StateHandling(Homing):
 
     def _restart_tick(self: Controller, msg: StateMsg) -> TickRecord:
         """The robot restarted (clock and sequence began again): hold, abort the episode, re-home."""
-        self._implausible_run = 0
-        self.interventions.add((ROBOT_RESTART,))
         self.counts["robot_restarts"] += 1
         logger.warning(
             "tick %d: the robot restarted (its clock and sequence began again); holding to re-home", self.tick
         )
+        return self._abort_to_hold(msg, ROBOT_RESTART, "the robot restarted: hold, then re-home")
+
+    def _unrequested_home_tick(self: Controller, msg: StateMsg) -> TickRecord:
+        """A HOMED state in RUN that no HOME of this episode asked for: the robot homed by itself (its own fault
+        reaction, an operator at its pendant). Its delay line and the episode's motion are gone: hold, abort the
+        episode, re-home (before: the jump home was checked as motion and 5 'too fast' states stopped the robot,
+        with nothing naming what happened)."""
+        self.counts[UNREQUESTED_HOMES] += 1
+        index = self.episodes.current.index  # type: ignore[union-attr]
+        logger.warning(
+            "tick %d: the robot reports HOMED in episode %d, but no HOME of the episode awaits an answer: it homed "
+            "by itself (its own fault reaction?); episode aborted, holding to re-home",
+            self.tick,
+            index,
+        )
+        return self._abort_to_hold(msg, UNREQUESTED_HOME, f"the robot homed by itself in episode {index}: re-home")
+
+    def _abort_to_hold(self: Controller, msg: StateMsg, reason: str, why: str) -> TickRecord:
+        """Abort the episode the robot's own event ended (``reason``), hold, and re-home from HOLD."""
+        self._implausible_run = 0
+        self.interventions.add((reason,))
         if self.episodes.current is not None:
             self.episodes.end(None, aborted=True)
         self.line.new_episode()
         if self.sm.state is not LoopState.HOLD:
-            self._enter(LoopState.HOLD, "the robot restarted: hold, then re-home")
+            self._enter(LoopState.HOLD, why)
         self._hold_count = 0
         self._send_command(self._hold)
-        return self._record(msg, EMPTY, self._hold, self._hold, (ROBOT_RESTART,), float("nan"), False)
+        return self._record(msg, EMPTY, self._hold, self._hold, (reason,), float("nan"), False)
 
     def _policy_tick(self: Controller, t_in: float, msg: StateMsg) -> TickRecord | None:
         """RUN, on an accepted state (``_check`` made it the anchor and set ``_bounds``; a rejected one never gets

@@ -38,7 +38,9 @@ with (the loop only plans once the HOMED state comes; it resends HOME meanwhile)
 The HOMED state is the anchor the episode's first command is planned from, and nothing before it bounds where the arm
 is; where the spec has a home pose (``home.position_m``, measured by the calibration probe), a HOMED state further
 from it than ``home.tolerance_m`` plus the noise allowance is a glitch (``homed_off_home``): never an anchor, and the
-loop waits for the next HOMED state (resending HOME) as if it had been lost.
+loop waits for the next HOMED state (resending HOME) as if it had been lost. A HOMED state at the spec's home when
+no HOME is awaited (a resent HOME answered twice, or a robot that homed by itself) is accepted without the motion
+checks, since the arm went home by itself; the loop decides what it means (``loop_states``).
 
 Recovery: rejected states form a candidate chain. When ``resync_states`` of them in a row are consistent with each
 other but the break with the anchor is in time or sequence (the robot restarted: its clock and counter began
@@ -263,8 +265,11 @@ class StateChecker:
             kind, corrected = self._clock_kind(seen, anchor), True
         if kind:
             return self._reject(seen, kind)
-        if self._home_expected:  # the robot moves home on its own: no command explains that motion
-            self._home_expected = not homed  # until its HOMED state arrives (that one may have been lost)
+        if self._home_expected or (homed and self._home is not None):
+            # The robot moves home on its own: no command explains that motion, until its HOMED state arrives (that
+            # one may have been lost). A HOMED state no HOME is waiting for (a resent HOME's late answer, or a robot
+            # that homed by itself) is at the spec's home (checked above): the arm went there, it did not jump.
+            self._home_expected = self._home_expected and not homed
             self._window.clear()
             return self._accept(seen, None, corrected)
         motion = [p - a for p, a in zip(position, anchor.position, strict=True)]

@@ -866,3 +866,66 @@ def test_the_homing_failure_hint_names_only_the_failing_episodes_homed_states():
     stop = next(t for t in report.transitions if t.target is LoopState.SAFE_STOP)
     assert "HOMEs for episode 1 went unanswered" in stop.reason
     assert "lay away from the spec's home" not in stop.reason, stop.reason
+
+
+class AnswersEveryHome(ScriptedRobot):
+    """The scripted robot that answers every HOME it receives with its own HOMED state ``homing_s`` later (a resent
+    HOME is answered twice, the second time after the first commands of the episode went out)."""
+
+    def __init__(self, clock: ScriptedClock, homing_s: float) -> None:
+        super().__init__(clock, CONTRACT)
+        self.homing_s = math.inf  # the base class's single homing timer never fires
+        self.answer_after_s = homing_s
+        self._homes: list[float] = []  # test-clock times of the HOMEs still to be answered
+
+    def send(self, msg: Message) -> int:
+        if isinstance(msg, HomeMsg):
+            self._homes.append(self.clock.t)
+        return super().send(msg)
+
+    def _state(self) -> Message:
+        msg = super()._state()
+        if not self._homes or self.clock.t - self._homes[0] < self.answer_after_s:
+            return msg
+        self._homes.pop(0)
+        return StateMsg(msg.seq, msg.t_s, msg.state, msg.flags | StateFlags.HOMED, msg.pending)
+
+
+def test_a_resent_homes_late_answer_in_run_is_no_unrequested_home():
+    """The first HOME is answered after it was resent, and the resent one is answered too, in RUN. That answer was
+    asked for (the robot homed before any command of the episode reached it): counted, the episode goes on."""
+    clock = ScriptedClock()
+    robot = AnswersEveryHome(clock, homing_s=0.08)  # 8 periods; resent after 5
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=20, home_retry_ticks=5, max_ticks=60, freeze_gc=False)
+    report = _run_scripted(robot, clock, config)
+    assert robot.received["HomeMsg"] == 2 and report.counts["home_retries"] == 1
+    assert report.counts["late_home_answers"] == 1
+    assert report.counts.get("unrequested_homes", 0) == 0
+    assert [(e.aborted, e.steps) for e in report.episodes] == [(False, config.max_episode_steps)]
+
+
+def test_a_third_homed_answer_to_two_homes_is_unrequested():
+    """The same robot, told to report HOMED once more late in the episode: no HOME awaits that answer, so the
+    episode is aborted and the robot re-homed."""
+    clock = ScriptedClock()
+    robot = AnswersEveryHome(clock, homing_s=0.08)
+
+    def one_more_homed(controller: Controller, record) -> None:
+        if controller.sm.state is LoopState.RUN and controller.episodes.steps == 15 and len(robot._homes) == 0:
+            robot._homes.append(-math.inf)  # answered at once
+
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=20, home_retry_ticks=5, max_ticks=120, freeze_gc=False)
+    controller = Controller(
+        robot,
+        CONTRACT,
+        DelayAwareP(),
+        robot_spec(),
+        GoalSource([POSE, POSE]),
+        config,
+        clock=clock,
+        on_tick=one_more_homed,
+    )
+    report = controller.run()
+    assert report.counts["late_home_answers"] >= 1
+    assert report.counts["unrequested_homes"] >= 1
+    assert report.episodes[0].aborted and report.episodes[0].steps >= 15

@@ -24,6 +24,7 @@ from deploy.runtime.state_check import (
     SEQ_BACKWARDS,
     SEQ_GAP,
     TIME_AHEAD,
+    TOO_FAST,
     UNEXPLAINED_MOTION,
     VELOCITY_MARGIN,
     StateChecker,
@@ -232,6 +233,24 @@ def test_a_homed_state_away_from_the_spec_home_is_a_glitch_never_an_anchor() -> 
     seq = 2 + checker.resync_states + 2
     inside = (home[0] + 0.8 * SPEC.home_tolerance_m, home[1], home[2])
     assert checker.check(homed_msg(seq, inside), seq * PERIOD_S, applied_units=0.0, homed=True).accepted
+
+
+def test_a_homed_state_no_home_awaits_is_accepted_at_the_spec_home_only() -> None:
+    """No HOME was sent (the robot homed by itself, or answers a resent HOME late): the jump from mid-reach to the
+    spec's home is the arm's own homing, not a glitch, so it is accepted without the motion checks (the loop then
+    decides what it means); without the HOMED flag the same jump is too fast, and with the flag away from the home
+    it is homed_off_home. Without a home pose in the spec nothing vouches for the flag: motion is checked."""
+    home = SPEC.home_position_m
+    assert home is not None and math.dist(home, START) > 0.05  # far beyond one control step
+    assert anchored().check(state_msg(2, home), 2 * PERIOD_S, applied_units=0.0).kind == TOO_FAST
+    off = (home[0], home[1], home[2] + 0.05)
+    assert anchored().check(homed_msg(2, off), 2 * PERIOD_S, 0.0, homed=True).kind == HOMED_OFF_HOME
+    checker = anchored()
+    assert checker.check(homed_msg(2, home), 2 * PERIOD_S, applied_units=0.0, homed=True).accepted
+    away = (home[0] + 0.04, home[1], home[2])  # and from there on motion is checked against the home
+    assert checker.check(state_msg(3, away), 3 * PERIOD_S, applied_units=0.0).kind == UNEXPLAINED_MOTION
+    unvouched = anchored(NO_HOME_SPEC).check(homed_msg(2, home), 2 * PERIOD_S, applied_units=0.0, homed=True)
+    assert unvouched.kind == TOO_FAST
 
 
 def test_the_home_tolerance_grows_by_the_noise_allowance() -> None:

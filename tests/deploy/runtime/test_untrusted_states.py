@@ -363,3 +363,36 @@ def test_a_sensor_that_glitches_every_third_state_is_stopped_not_driven_on(tmp_p
     assert report.counts["rejected_too_often"] >= 1
     trace = np.array(robot.trace)
     assert np.all(np.maximum(LOW - trace, trace - HIGH).max(axis=1) <= OUTSIDE_TOL_M)
+
+
+def test_a_robot_that_homes_by_itself_mid_episode_aborts_the_episode_and_is_re_homed(tmp_path: Path):
+    """The robot homes on its own 12 steps into episode 1 (a protective stop that returns the arm home): its state
+    says HOMED though no HOME of the episode awaits an answer. Before: the jump home was checked as motion, 5 'too
+    fast' states in a row safe-stopped the robot and nothing named what had happened. Now the episode is aborted,
+    the loop holds and re-homes, no safe stop, the other episodes are served whole."""
+    robot = SimRobot(mode="lockstep", delay=DELAY, seed=1, control_period_s=PERIOD_S)
+    homed_at: list[int] = []
+
+    def home_by_itself(controller: Controller, record) -> None:
+        episode = controller.episodes.current
+        in_episode_1 = controller.sm.state is LoopState.RUN and episode is not None and episode.index == 1
+        if in_episode_1 and controller.episodes.steps == 12 and not homed_at:
+            robot.home_unprompted()
+            homed_at.append(controller.tick)
+
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, hold_ticks=3, max_ticks=600)
+    log = TickLogWriter(tmp_path / "ticks.tlog")
+    try:
+        run = run_loop(Push(TOWARD_MINUS_Y), seeded_goals(list(range(4))), config, SPEC, robot, home_by_itself, log)
+    finally:
+        log.close()
+    report = run.report
+    assert robot.counts["unprompted_homes"] == 1
+    assert report.counts["unrequested_homes"] == 1
+    assert report.counts.get("safe_stops", 0) == 0
+    assert not [k for k in report.counts if k.startswith("implausible_")], report.counts
+    assert [e.aborted for e in report.episodes] == [False, True, False, False]
+    assert [e.steps for e in report.episodes if not e.aborted] == [EPISODE_STEPS] * 3
+    hold = next(t for t in report.transitions if "homed by itself" in t.reason)
+    assert hold.target is LoopState.HOLD and 0 < hold.tick - homed_at[0] <= DELAY + 2
+    assert any("unrequested_home" in r.reasons for r in read_ticklog(tmp_path / "ticks.tlog"))
