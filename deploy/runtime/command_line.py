@@ -198,6 +198,25 @@ class CommandLine:
         """Metres the gripper will still move at nominal gain from the commands in flight."""
         return in_flight_displacement_m(self.in_flight(), self.contract.action_scale_m, dims)
 
+    def applied_for_sure(self, old_pending: tuple[int, ...], new_pending: tuple[int, ...]) -> list[list[float]] | None:
+        """The moves (command units, the first ``position_dims`` components), oldest first, of the commands that
+        were certainly applied between two states with these reported lines: those the old line listed and the new
+        one no longer does (a line is applied from the front, ``not_fifo``). A command sent after the old state and
+        absent from the new line may have been lost on the link, so it is not listed. None when there is nothing
+        to go by: no reported lines, or a command that left the line is one this loop no longer remembers."""
+        if not (old_pending and new_pending):
+            return None
+        still = set(new_pending)
+        moves = []
+        for seq in old_pending:
+            if seq == HOLD_SEQ or seq in still:
+                continue
+            sent = self._sent.get(seq)
+            if sent is None:
+                return None
+            moves.append(sent.command[: self.position_dims].tolist())
+        return moves
+
     def applied_length(
         self, old_pending: tuple[int, ...], new_pending: tuple[int, ...], sent_after: int | None
     ) -> float:

@@ -26,7 +26,9 @@ mixin decides, for each fresh state (or a period without one), what to command g
                HOMED state that no HOME of the episode awaits (the robot homed by itself) -> HOLD, the episode
                aborted, re-home (``unrequested_homes``); a resent HOME's late answer is counted
                (``late_home_answers``) and the episode goes on (the robot homed before any of its commands)
-    (HOLD, HOMING, RUN) an implausible, non-finite or malformed state -> hold and count; ``max_implausible_states`` in
+    (HOLD, HOMING, RUN) an arm that did not follow the commands it applied (``implausible_not_following``: blocked,
+               or its position sensor froze) -> SAFE_STOP at once (the e-stop drops the commands still in flight);
+               an implausible, non-finite or malformed state -> hold and count; ``max_implausible_states`` in
                a row, ``max_rejected_in_window`` of the last ``rejection_window_states`` (a robot wrong on every
                other state), or no valid state for ``watchdog_stop_s`` (as in silence) -> SAFE_STOP; a confirmed robot
                restart -> HOLD (abort the episode, re-home)
@@ -51,7 +53,14 @@ from deploy.runtime.safety import (
     filter_action,
     hold_result,
 )
-from deploy.runtime.state_check import HOMED_OFF_HOME, PENDING_NOT_FIFO, PENDING_ORDER, UNSENT_PENDING, Verdict
+from deploy.runtime.state_check import (
+    HOMED_OFF_HOME,
+    NOT_FOLLOWING,
+    PENDING_NOT_FIFO,
+    PENDING_ORDER,
+    UNSENT_PENDING,
+    Verdict,
+)
 from deploy.runtime.state_frames import STATE_LENGTH
 from deploy.runtime.state_machine import LoopState
 from deploy.runtime.tick_record import TickRecord
@@ -85,6 +94,7 @@ UNREQUESTED_HOMES = "unrequested_homes"  # count: HOMED in RUN with no HOME awai
 UNREQUESTED_HOME = "unrequested_home"  # reason of the tick that aborted an episode for it
 REJECTED_TOO_OFTEN = "rejected_too_often"  # count: safe stops for max_rejected_in_window of the last states
 OFF_HOME_REASON = f"implausible_{HOMED_OFF_HOME}"
+NOT_FOLLOWING_REASON = f"implausible_{NOT_FOLLOWING}"
 INVALID_STATE_PREFIXES = ("malformed_", "implausible_")  # counters of states received and rejected
 
 
@@ -162,7 +172,8 @@ class StateHandling(Homing):
             return Verdict(False, PENDING_NOT_FIFO)
         applied = self.line.applied_length(old_pending, msg.pending, self._anchor_sent_seq)
         homed = bool(msg.flags & HOMED)
-        verdict = self.checker.check(msg, t_in, applied, homed, self.robot_link.sent_total)
+        for_sure = self.line.applied_for_sure(old_pending, msg.pending)
+        verdict = self.checker.check(msg, t_in, applied, homed, self.robot_link.sent_total, for_sure)
         if verdict.accepted or verdict.restart:
             self._anchor = msg
             self._anchor_sent_seq = self.line.last_sent_seq
@@ -243,6 +254,13 @@ class StateHandling(Homing):
             self._safe_stop(
                 f"{self._implausible_run} implausible, non-finite or malformed states in a row, no valid state for "
                 f"{stale_s:.3f} s (last: {reasons[-1]})"
+            )
+            return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), True)
+        if reasons[-1] == NOT_FOLLOWING_REASON:  # stop now: the e-stop also drops the commands still in its line
+            self._safe_stop(
+                "the arm did not move along the commands its delay line shows applied (implausible_not_following): "
+                "it is blocked (contact?) or its position sensor froze; check the arm and its surroundings before "
+                "resuming"
             )
             return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), True)
         if too_often:

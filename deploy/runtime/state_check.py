@@ -23,7 +23,10 @@ used to plan (the loop holds and counts it). The checks, against the last accept
   no faster than ``plausible_speed_m_s`` over the elapsed time (``too_fast``); no further (Euclidean) than the
   applied commands can move the arm at the spec's gain bound, plus a share of the motion carried from the previous
   step and a margin (``unexplained_motion``: a glitch); and, summed over the last ``GAIN_WINDOW`` states, no
-  further than the gain bound allows (``exceeds_gain``: the robot is faster than its spec says; recalibrate).
+  further than the gain bound allows (``exceeds_gain``: the robot is faster than its spec says; recalibrate); and
+  along the commands the robot's delay line shows applied, at least ``FOLLOW_FRACTION`` of what they move the arm
+  at the spec's gain (``not_following``: a frozen position sensor, a blocked arm, a robot that reports commands
+  applied that it did not execute).
   Distances, not axes: a command on one axis moves the arm a little on the others (the arm's kinematics), so only
   the length of the motion is bounded by the length of the commands. Margins include ``NOISE_SIGMAS`` standard
   deviations of the spec's noise.
@@ -83,6 +86,7 @@ UNEXPLAINED_MOTION = "unexplained_motion"
 EXCEEDS_GAIN = "exceeds_gain"
 FIELD_OUT_OF_RANGE = "field_out_of_range"
 HOMED_OFF_HOME = "homed_off_home"  # a HOMED state away from the spec's home pose
+NOT_FOLLOWING = "not_following"  # the arm did not move along the commands it certainly applied (frozen, blocked)
 # The delay line names a command the loop never sent (checked by the loop before this checker: CommandLine.unsent)
 UNSENT_PENDING = "unsent_pending"
 # ... or lists its commands in another order than they were sent (CommandLine.out_of_order): a serial link does not
@@ -102,6 +106,7 @@ IMPLAUSIBLE_KINDS = (
     EXCEEDS_GAIN,
     FIELD_OUT_OF_RANGE,
     HOMED_OFF_HOME,
+    NOT_FOLLOWING,
     UNSENT_PENDING,
     PENDING_ORDER,
     PENDING_NOT_FIFO,
@@ -114,6 +119,15 @@ NOISE_SIGMAS = 4.0  # noise allowance of every position check, in standard devia
 BOUND_NOISE_SIGMAS = 3.0  # the barrier's position bounds are widened by this many standard deviations
 MOTION_MARGIN_M = 0.01  # metres of motion no command explains that are still normal (sag, contact, coupling)
 CARRY_FRACTION = 0.5  # share of the previous step's motion the arm may carry into the next (momentum)
+# The arm must move along the commands it certainly applied (CommandLine.applied_for_sure) by at least this share of
+# their net move at the spec's nominal gain, less half the previous step's motion against them (CARRY_FRACTION), half
+# their path beyond the net move (REVERSAL_SLACK: the arm lags each reversal) and the noise. FetchReach inside the
+# workspace box (300 episodes of random, bang-bang, on/off and every-step-reversing commands; 45,000 windows of 1 to
+# 4 steps with at least 1 cm of net command) never moved less than 0.036 of it: 3.6x headroom. A frozen position
+# sensor moves 0 (before this check the arm drove blind, 0.38 m out of the box, on a sensor frozen mid-episode).
+FOLLOW_FRACTION = 0.01
+REVERSAL_SLACK = 0.5
+MIN_FOLLOW_M = 0.01  # metres of expected net motion below which following is not judged
 GAIN_WINDOW = 6  # states over which the summed motion must fit the gain bound (a margin per step would hide it)
 SPEED_MARGIN_M = 0.001  # metres added to the speed bound (rounding of short intervals)
 OFFSET_DRIFT_S_PER_S = 1e-3  # the clock offset may grow this fast: robot clocks slower than ours by <= 1000 ppm
@@ -206,6 +220,8 @@ class StateChecker:
         self.home_tolerance_m = spec.home_tolerance_m + math.hypot(*(NOISE_SIGMAS * v for v in noise))
         self.home_error_m = 0.0  # distance of the last HOMED state from the spec's home (metres; 0 before one)
         self._step_m_per_unit = spec.command_scale_m * spec.actuator_gain_max
+        self._follow_m_per_unit = [spec.command_scale_m * g for g in spec.actuator_gain]  # nominal gain, per axis
+        self._follow_noise_m = max(self._noise_check_m)  # a projection of the difference of two noisy positions
         self._speed_m_s = spec.plausible_speed_m_s
         self._still = [0.0] * self._dims  # the motion of a state with no anchor (never mutated)
         self.anchor: _Seen | None = None
@@ -235,7 +251,13 @@ class StateChecker:
 
     # The check ----------------------------------------------------------------------------------------------
     def check(
-        self, msg: StateMsg, t_recv: float, applied_units: float, homed: bool = False, prompts: int = 0
+        self,
+        msg: StateMsg,
+        t_recv: float,
+        applied_units: float,
+        homed: bool = False,
+        prompts: int = 0,
+        applied_for_sure: list[list[float]] | None = None,
     ) -> Verdict:
         """Check one fresh, finite state received at local time ``t_recv``.
 
@@ -243,6 +265,8 @@ class StateChecker:
             been applied since the anchor (``CommandLine.applied_length``): they bound the motion.
         :param homed: the state carries the HOMED flag.
         :param prompts: messages the loop has sent so far (a running count): each may be answered.
+        :param applied_for_sure: the moves (command units, per axis) of the commands certainly applied since the
+            anchor (``CommandLine.applied_for_sure``; None: unknown): the arm must follow them (``not_following``).
         """
         values = msg.state.tolist()
         position = values[self._pos]
@@ -280,6 +304,8 @@ class StateChecker:
         if math.hypot(*motion) > reach + self._motion_margin_m:
             return self._reject(seen, UNEXPLAINED_MOTION)
         seen.motion = motion
+        if applied_for_sure is not None and self._not_following(motion, applied_for_sure, anchor):
+            return self._reject(seen, NOT_FOLLOWING)
         if self._exceeds_gain(seen):
             return self._reject(seen, EXCEEDS_GAIN)
         self._window.append(seen)
@@ -337,6 +363,27 @@ class StateChecker:
         """A move beyond the plausible speed over ``elapsed_s`` seconds, on any axis (noise allowed for)."""
         limit = self._speed_m_s * elapsed_s + SPEED_MARGIN_M
         return any(abs(m) - n > limit for m, n in zip(motion, self._noise_check_m, strict=True))
+
+    def _not_following(self, motion: list[float], moves: list[list[float]], anchor: _Seen) -> bool:
+        """The arm moved less along the commands certainly applied (``moves``, command units) than
+        ``FOLLOW_FRACTION`` of what they move it at the spec's nominal gain, allowing for the previous step's motion
+        carried against them (``CARRY_FRACTION`` of it), for commands that reverse one another (``REVERSAL_SLACK`` of
+        their path beyond their net move: the arm lags each reversal) and for the noise: a position sensor that froze,
+        an arm that is blocked, or a robot reporting commands applied that it did not execute. Not judged below
+        ``MIN_FOLLOW_M`` of expected net motion."""
+        if not moves:
+            return False
+        gains = self._follow_m_per_unit
+        expected = [[u * k for u, k in zip(move, gains, strict=True)] for move in moves]
+        net = [sum(axis) for axis in zip(*expected, strict=True)]
+        length = math.hypot(*net)
+        if length < MIN_FOLLOW_M:
+            return False
+        along = sum(m * e for m, e in zip(motion, net, strict=True)) / length
+        carried_against = max(0.0, -sum(m * e for m, e in zip(anchor.motion, net, strict=True)) / length)
+        path = sum(math.hypot(*e) for e in expected)
+        slack = CARRY_FRACTION * carried_against + REVERSAL_SLACK * (path - length) + self._follow_noise_m
+        return along < FOLLOW_FRACTION * length - slack
 
     def _clock_kind(self, seen: _Seen, anchor: _Seen) -> str:
         """The time/sequence fault of ``seen`` relative to ``anchor`` ("" if none)."""

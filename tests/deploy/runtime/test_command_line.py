@@ -1,4 +1,5 @@
-"""CommandLine.applied_length: what the state checker may believe the arm moved between two states."""
+"""CommandLine.applied_length and applied_for_sure: what the state checker may believe the arm moved between two
+states, and what it must have followed."""
 
 from __future__ import annotations
 
@@ -54,6 +55,21 @@ def test_lengths_are_forgotten_with_their_commands() -> None:
     for seq in range(1, 500):
         line.sent(seq, np.array([1.0, 0.0, 0.0, 0.0]), robot_reports_line=True)
     assert len(line._sent) < 500
+
+
+def test_only_the_commands_that_left_the_line_were_applied_for_sure() -> None:
+    """The arm must follow what it certainly applied: the old line's commands gone from the new one, per axis. A
+    command sent after the old state and absent from the new line may have been lost: not counted."""
+    line = line_with({1: [0.3, 0.4, 0.0, 0.9], 2: [1.0, 0.0, 0.0, 0.0], 3: [0.0, 0.0, -0.5, 0.0]})
+    assert line.applied_for_sure((1, 2), (2, 3)) == [[0.3, 0.4, 0.0]]  # the gripper component is no move
+    assert line.applied_for_sure((1, 2), (HOLD_SEQ, HOLD_SEQ)) == [[0.3, 0.4, 0.0], [1.0, 0.0, 0.0]]
+    assert line.applied_for_sure((HOLD_SEQ, 1), (1, 2)) == []  # a hold left: nothing moved the arm
+
+
+def test_nothing_is_applied_for_sure_without_lines_or_with_a_forgotten_command() -> None:
+    line = line_with({9: [0.1, 0.0, 0.0, 0.0]})
+    assert line.applied_for_sure((), ()) is None
+    assert line.applied_for_sure((5, 9), (9, HOLD_SEQ)) is None  # 5 was never remembered: its move is unknown
 
 
 NEVER_SENT_OFFSET = 1_000_000  # a robot numbering bug: every command it reports is this much off

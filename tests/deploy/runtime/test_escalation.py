@@ -651,6 +651,7 @@ def run_lying_from_step_5(robot: ScriptedRobot, clock: ScriptedClock, lie: str):
         if controller.sm.state is LoopState.RUN and controller.episodes.steps == 5:
             setattr(robot, lie, True)
 
+    robot.follows_commands = True  # the arm moves toward the goal as its line shows the commands applied
     config = LoopConfig(period_s=PERIOD_S, max_episode_steps=30, max_ticks=100, freeze_gc=False)
     goal = GoalSource([(POSE[0] + 0.1, POSE[1], POSE[2])])
     controller = Controller(

@@ -20,6 +20,7 @@ from deploy.runtime.state_check import (
     HOMED_OFF_HOME,
     MOTION_MARGIN_M,
     MSGS_PER_STEP,
+    NOT_FOLLOWING,
     OUTSIDE_ENVELOPE,
     SEQ_BACKWARDS,
     SEQ_GAP,
@@ -251,6 +252,37 @@ def test_a_homed_state_no_home_awaits_is_accepted_at_the_spec_home_only() -> Non
     assert checker.check(state_msg(3, away), 3 * PERIOD_S, applied_units=0.0).kind == UNEXPLAINED_MOTION
     unvouched = anchored(NO_HOME_SPEC).check(homed_msg(2, home), 2 * PERIOD_S, applied_units=0.0, homed=True)
     assert unvouched.kind == TOO_FAST
+
+
+FULL_Y = [[0.0, -1.0, 0.0]]  # one full command toward -y, certainly applied (command units)
+
+
+def test_an_arm_that_does_not_move_along_an_applied_command_is_not_following() -> None:
+    """A state that shows a full command applied and no motion (a frozen sensor, a blocked arm) is rejected; one
+    that moved along it by a plausible share is accepted; a hold applied, or nothing known, is not judged."""
+    checker = anchored()
+    assert checker.check(state_msg(2, START), 2 * PERIOD_S, 1.0, applied_for_sure=FULL_Y).kind == NOT_FOLLOWING
+    checker = anchored()
+    moved = (START[0], START[1] - 0.2 * STEP_M, START[2])  # a fifth of a step: slow, but following
+    assert checker.check(state_msg(2, moved), 2 * PERIOD_S, 1.0, applied_for_sure=FULL_Y).accepted
+    for applied in ([], [[0.0, 0.0, 0.0]], None):
+        still = anchored().check(state_msg(2, START), 2 * PERIOD_S, 1.0, applied_for_sure=applied)
+        assert still.accepted, applied
+
+
+def test_following_allows_for_motion_carried_against_the_command_and_for_reversals() -> None:
+    """The arm moving toward +y may not turn within a step: half its last motion against the command is excused.
+    Two commands that cancel (+y then -y) are not judged by their net move (the arm lags each reversal)."""
+    checker = anchored()
+    step = 0.6 * STEP_M
+    toward_plus = (START[0], START[1] + step, START[2])
+    assert checker.check(state_msg(2, toward_plus), 2 * PERIOD_S, 1.0, applied_for_sure=[[0.0, 1.0, 0.0]]).accepted
+    # commanded -y now; the arm went on another 0.4 step toward +y (within half of the 0.6 step it carried)
+    went_on = (START[0], START[1] + step + 0.4 * step, START[2])
+    assert checker.check(state_msg(3, went_on), 3 * PERIOD_S, 1.0, applied_for_sure=FULL_Y).accepted
+    there_and_back = [[0.0, 1.0, 0.0], [0.0, -0.6, 0.0]]  # net 0.4 toward +y, a path of 1.6
+    reversed_ = anchored().check(state_msg(2, START), 2 * PERIOD_S, 1.6, applied_for_sure=there_and_back)
+    assert reversed_.accepted
 
 
 def test_the_home_tolerance_grows_by_the_noise_allowance() -> None:

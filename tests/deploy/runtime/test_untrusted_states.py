@@ -29,7 +29,7 @@ from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
 from deploy.runtime.state_machine import LoopState
 from deploy.runtime.ticklog import TickLogWriter, read_ticklog
-from envs.sim_robot import SimRobot
+from envs.sim_robot import TRACE_LEN, SimRobot
 
 PERIOD_S = 0.01
 SPEC = robot_spec(hold_s=0.025, stop_s=0.1)
@@ -299,6 +299,7 @@ def test_a_delay_line_naming_commands_never_sent_is_implausible_and_never_planne
     Scripted robot, the test's clock."""
     clock = ScriptedClock()
     robot = ScriptedRobot(clock, CONTRACT)
+    robot.follows_commands = True  # the goal is 8 cm away: the arm moves as its line shows the commands applied
     lied_at: list[int] = []
 
     def renumber_in_run(controller: Controller, record) -> None:
@@ -396,3 +397,59 @@ def test_a_robot_that_homes_by_itself_mid_episode_aborts_the_episode_and_is_re_h
     hold = next(t for t in report.transitions if "homed by itself" in t.reason)
     assert hold.target is LoopState.HOLD and 0 < hold.tick - homed_at[0] <= DELAY + 2
     assert any("unrequested_home" in r.reasons for r in read_ticklog(tmp_path / "ticks.tlog"))
+
+
+def _freeze_position(robot: SimRobot) -> None:
+    """The position sensor freezes at its next reading (the values after it repeat it; velocities read 0)."""
+    frozen: list[np.ndarray] = []
+
+    def glitch(state: np.ndarray) -> np.ndarray:
+        out = state.copy()
+        if not frozen:
+            frozen.append(state[:3].copy())
+        out[:3] = frozen[0]
+        out[GRIP_VELP_X : GRIP_VELP_X + 3] = 0.0
+        return out
+
+    robot.faults.state_glitch = glitch
+    robot.faults.glitch_frames = 10**6
+
+
+def _block_arm(robot: SimRobot) -> None:
+    """The arm stops moving (it met an obstacle): commands still leave the line, the sensor reads the truth."""
+    robot.env.action_gain = 0.0
+
+
+@pytest.mark.parametrize("fault", [_freeze_position, _block_arm], ids=["frozen_sensor", "blocked_arm"])
+def test_an_arm_that_stops_following_its_commands_is_stopped_at_once(fault: Callable[[SimRobot], None]):
+    """Two steps into episode 1, pushing at full speed toward the -y face 32 cm away, the position sensor freezes
+    (fresh sequence numbers and stamps, CRC-valid) or the arm is blocked. Before: every frozen state passed every
+    check (no motion is always explained), the barrier planned from the frozen position and the arm drove blind
+    0.38 m out of the workspace box. Now the first state that shows a command applied without motion is
+    ``implausible_not_following`` and the loop safe-stops at once (its e-stop drops the commands in flight): the
+    arm goes at most two full steps past its last true reading and never leaves the box."""
+    robot = SimRobot(mode="lockstep", delay=DELAY, seed=1, control_period_s=PERIOD_S)
+    began: list[tuple[int, int]] = []  # (tick, robot steps so far) when the fault began
+
+    def inject(controller: Controller, record) -> None:
+        episode = controller.episodes.current
+        in_episode_1 = controller.sm.state is LoopState.RUN and episode is not None and episode.index == 1
+        if in_episode_1 and controller.episodes.steps == 2 and not began:
+            fault(robot)
+            began.append((controller.tick, len(robot.trace)))
+
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, hold_ticks=3, max_ticks=120)
+    run = run_loop(Push(TOWARD_MINUS_Y), seeded_goals(list(range(2))), config, SPEC, robot, inject)
+    report = run.report
+    stops = [t for t in report.transitions if t.target is LoopState.SAFE_STOP]
+    assert began and stops and "implausible_not_following" in stops[0].reason, [t.reason for t in stops]
+    assert report.counts["implausible_not_following"] >= 1
+    tick, steps = began[0]
+    assert stops[0].tick - tick <= DELAY + 2
+    trace = np.array(robot.trace)
+    assert len(trace) < TRACE_LEN  # the trace holds every step of the run
+    # the first state after the fault is the last true one (the frozen reading); the arm only moves toward -y
+    blind_m = trace[steps, Y] - trace[steps:, Y].min()
+    assert blind_m <= 2 * SPEC.command_scale_m * SPEC.actuator_gain_max + OUTSIDE_TOL_M, blind_m
+    assert np.all(np.maximum(LOW - trace, trace - HIGH).max(axis=1) <= OUTSIDE_TOL_M)
+    assert report.episodes[0].steps == EPISODE_STEPS and not report.episodes[0].aborted
