@@ -168,6 +168,15 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # ... no better either: 6% best and last on both unseen seeds at 1M (push_probe_restart_lr_1m.md), the gripper
     # again ending away from the block (closest approach 0.14 / 0.08 -> 0.28 / 0.24 m).
     "restart_0.5_lr_1e-4": {"restart_fraction": 0.5, "learning_rate": 1e-4},
+    # The two that peaked highest, together without the std floor: restart_0.5 (24% / 16% on the unseen seeds, 12-03)
+    # and launch_file_future_16 (24% on seed 0): more relabelled successes per group started next to the block.
+    # ... no better: 6% best and last on both unseen seeds at 1M (push_probe_restart_future16_1m.md, 2026-12-04; 24.5
+    # min per seed, 2 in parallel); the block moved in 10% / 22% of the first episodes and 0% / 2% of the last, the
+    # closest approach grew 0.12 / 0.07 -> 0.20 / 0.17 m: the same retreat from the block as every variant since.
+    "restart_0.5_future_16": {
+        "restart_fraction": 0.5,
+        "rollout_buffer_kwargs": {"hindsight_strategy": "future", "n_sampled_goal": 16},
+    },
     # approach_10 with the distance term, advantages scaled by the batch's std (as distance_10_batch_scale).
     "approach_10_distance_10": {
         "bound_coef": 1.0,
