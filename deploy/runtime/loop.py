@@ -176,6 +176,7 @@ class Controller(StateHandling):
         self._rejections = RejectionWindow(self.config.rejection_window_states, self.config.max_rejected_in_window)
         self._home_tick = 0
         self._home_retries_run = 0  # HOMEs resent for the current episode without an answer
+        self._robot_resets: deque[tuple[float, str]] = deque()  # (loop time, reason) of the recent robot resets
         self._homes_unanswered = 0  # HOMEs of the current episode whose HOMED answer has not come (resent included)
         self._homing_counts_at_start = (0, 0)  # Homing._homing_faults() when the current episode's first HOME went
         self._home_sent_t = 0.0

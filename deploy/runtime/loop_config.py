@@ -35,6 +35,11 @@ class LoopConfig:
         reaches ``max_implausible_states`` in a row. The default (10 of 50, 20%) is far above what an honest robot
         on a lossy link is rejected for (a lost command leaves a gap, which is no rejection).
     :param resync_states: consistent states in a row that confirm a robot restart (then hold and re-home).
+    :param max_robot_resets: the run ends (after a safe stop) when the robot reset itself more often than this within
+        ``robot_reset_window_s``: restarts (a reboot: clock and sequence began again) and homings no HOME asked for
+        (a protective stop). Each one alone costs a hold and a re-home; a robot that keeps rebooting (a brown-out)
+        or protective-stopping (it keeps hitting something) must be looked at, not re-homed for ever.
+    :param robot_reset_window_s: seconds over which ``max_robot_resets`` is counted.
     :param policy_fault_stop_s: safe stop when the policy has failed (NaN/inf, raised, wrong size, overran) for this
         long without a clean answer in between (seconds).
     :param stop_ack_timeout_s: at shutdown, repeat the e-stop every period for at most this long until the robot
@@ -62,6 +67,8 @@ class LoopConfig:
     rejection_window_states: int = 50
     max_rejected_in_window: int = 10
     resync_states: int = 3
+    max_robot_resets: int = 3
+    robot_reset_window_s: float = 60.0
     policy_fault_stop_s: float = 0.1
     stop_ack_timeout_s: float = 0.5
     max_ticks: int | None = None
@@ -85,9 +92,15 @@ class LoopConfig:
             "reconnect_interval_s",
             "policy_fault_stop_s",
             "stop_ack_timeout_s",
+            "robot_reset_window_s",
         ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.max_robot_resets < 0:
+            raise ValueError(
+                f"max_robot_resets must be >= 0 (0: the first restart or unrequested home ends the run), got "
+                f"{self.max_robot_resets}"
+            )
         if self.max_home_retries < 0:
             raise ValueError(
                 f"max_home_retries must be >= 0 (0: stop at the first unanswered HOME), got {self.max_home_retries}"

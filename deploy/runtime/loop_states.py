@@ -25,7 +25,9 @@ mixin decides, for each fresh state (or a period without one), what to command g
                active (it latched a stop and executes no command) -> SAFE_STOP, the episode aborted; an accepted
                HOMED state that no HOME of the episode awaits (the robot homed by itself) -> HOLD, the episode
                aborted, re-home (``unrequested_homes``); a resent HOME's late answer is counted
-               (``late_home_answers``) and the episode goes on (the robot homed before any of its commands)
+               (``late_home_answers``) and the episode goes on (the robot homed before any of its commands);
+               more than ``max_robot_resets`` restarts and unrequested homes within ``robot_reset_window_s``
+               -> SAFE_STOP and DONE (a robot that keeps rebooting or protective-stopping)
     (HOLD, HOMING, RUN) an arm that did not follow the commands it applied (``implausible_not_following``: blocked,
                or its position sensor froze) -> SAFE_STOP at once (the e-stop drops the commands still in flight);
                an implausible, non-finite or malformed state -> hold and count; ``max_implausible_states`` in
@@ -37,6 +39,7 @@ mixin decides, for each fresh state (or a period without one), what to command g
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -92,6 +95,7 @@ HOMING_MODES = (LoopState.HOMING, LoopState.RUN)  # modes in which a HOMED state
 LATE_HOME_ANSWERS = "late_home_answers"  # count: a resent HOME's answer read in RUN (the episode goes on)
 UNREQUESTED_HOMES = "unrequested_homes"  # count: HOMED in RUN with no HOME awaiting an answer (episode aborted)
 UNREQUESTED_HOME = "unrequested_home"  # reason of the tick that aborted an episode for it
+ROBOT_RESET_STORMS = "robot_reset_storms"  # count: runs ended because the robot reset itself too often
 REJECTED_TOO_OFTEN = "rejected_too_often"  # count: safe stops for max_rejected_in_window of the last states
 OFF_HOME_REASON = f"implausible_{HOMED_OFF_HOME}"
 NOT_FOLLOWING_REASON = f"implausible_{NOT_FOLLOWING}"
@@ -298,9 +302,28 @@ class StateHandling(Homing):
         return self._abort_to_hold(msg, UNREQUESTED_HOME, f"the robot homed by itself in episode {index}: re-home")
 
     def _abort_to_hold(self: Controller, msg: StateMsg, reason: str, why: str) -> TickRecord:
-        """Abort the episode the robot's own event ended (``reason``), hold, and re-home from HOLD."""
+        """Abort the episode the robot's own reset ended (``reason``), hold, and re-home from HOLD; more than
+        ``max_robot_resets`` resets within ``robot_reset_window_s`` -> safe stop and the run ends."""
         self._implausible_run = 0
         self.interventions.add((reason,))
+        now = self._clock()
+        resets = self._robot_resets
+        resets.append((now, reason))
+        while resets and now - resets[0][0] > self.config.robot_reset_window_s:
+            resets.popleft()
+        if len(resets) > self.config.max_robot_resets:
+            kinds = Counter(kind for _, kind in resets)
+            listed = ", ".join(f"{kind}: {count}" for kind, count in kinds.most_common())
+            end = (
+                f"the robot reset itself {len(resets)} times within {self.config.robot_reset_window_s:g} s "
+                f"({listed}; max_robot_resets {self.config.max_robot_resets}): a robot that keeps rebooting (power, "
+                "controller) or protective-stopping (a collision) must be looked at before it is driven again"
+            )
+            self.counts[ROBOT_RESET_STORMS] += 1
+            self._safe_stop(end)
+            if self.sm.state is not LoopState.DONE:
+                self._finish(end)
+            return self._record(msg, EMPTY, self._hold, self._hold, (reason,), float("nan"), True)
         if self.episodes.current is not None:
             self.episodes.end(None, aborted=True)
         self.line.new_episode()

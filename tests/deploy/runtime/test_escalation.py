@@ -253,6 +253,13 @@ def test_max_home_retries_must_not_be_negative():
         LoopConfig(max_home_retries=-1)
 
 
+def test_the_robot_reset_limit_must_be_sensible():
+    with pytest.raises(ValueError, match="max_robot_resets must be >= 0"):
+        LoopConfig(max_robot_resets=-1)
+    with pytest.raises(ValueError, match="robot_reset_window_s must be > 0"):
+        LoopConfig(robot_reset_window_s=0.0)
+
+
 def test_a_robot_that_goes_silent_while_homing_is_stopped_and_the_run_ends():
     """The cable is cut while a HOME's answer is on its way (replies take 2 periods): no state comes back at all.
     HOMING has no watchdog of its own, so before ``max_home_retries`` the loop resent HOME for good. Now it resends

@@ -453,3 +453,35 @@ def test_an_arm_that_stops_following_its_commands_is_stopped_at_once(fault: Call
     assert blind_m <= 2 * SPEC.command_scale_m * SPEC.actuator_gain_max + OUTSIDE_TOL_M, blind_m
     assert np.all(np.maximum(LOW - trace, trace - HIGH).max(axis=1) <= OUTSIDE_TOL_M)
     assert report.episodes[0].steps == EPISODE_STEPS and not report.episodes[0].aborted
+
+
+@pytest.mark.parametrize("max_resets", [3, 4])
+def test_a_robot_that_keeps_rebooting_ends_the_run(max_resets: int):
+    """The robot reboots 5 steps into each of its first 4 episodes (a brown-out). Before: each reboot cost a hold
+    and a re-home, for as long as the goals lasted. Now the reset past ``max_robot_resets`` within
+    ``robot_reset_window_s`` safe-stops the robot and ends the run, naming the resets; with one more allowed, the
+    run serves every goal after them."""
+    robot = SimRobot(mode="lockstep", delay=DELAY, seed=1, control_period_s=PERIOD_S)
+    rebooted: set[int] = set()
+
+    def reboot_in_episodes_0_to_3(controller: Controller, record) -> None:
+        episode = controller.episodes.current
+        in_run = controller.sm.state is LoopState.RUN and episode is not None and controller.episodes.steps == 5
+        if in_run and episode.index < 4 and episode.index not in rebooted:
+            rebooted.add(episode.index)
+            robot.restart()
+
+    config = LoopConfig(
+        period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, hold_ticks=3, max_ticks=1200, max_robot_resets=max_resets
+    )
+    run = run_loop(DelayAwareP(), seeded_goals(list(range(6))), config, SPEC, robot, reboot_in_episodes_0_to_3)
+    report = run.report
+    end = report.transitions[-1]
+    assert report.counts["robot_restarts"] == 4 and robot.counts["restarts"] == 4
+    if max_resets == 3:
+        assert end.target is LoopState.DONE and "reset itself 4 times within 60 s (robot_restart: 4" in end.reason
+        assert report.counts["robot_reset_storms"] == 1
+        assert [e.aborted for e in report.episodes] == [True] * 4  # goals 4 and 5 were never started
+    else:
+        assert end.reason.startswith("all goals taken: 2 served, 4 aborted"), end.reason
+        assert report.counts.get("robot_reset_storms", 0) == 0
