@@ -66,14 +66,20 @@ def _state_check_rows(calls: int) -> dict[str, dict[str, float]]:
     moved[0] += 0.01
     glitched[0] += 0.04
     applied_units = 0.3  # one command of 0.3 units applied since the anchor
+    for_sure = [[0.3, 0.0, 0.0]]  # ... which the line shows applied (the arm must follow it: the loop passes it)
     rows = {}
-    for name, values in (("state check: accepted", moved), ("state check: rejected (3 cm glitch)", glitched)):
+    cases = (
+        ("state check: accepted", moved, for_sure),
+        ("state check: accepted, following not judged", moved, None),
+        ("state check: rejected (3 cm glitch)", glitched, for_sure),
+    )
+    for name, values, applied in cases:
         msg = StateMsg(2, 10.04, values, 0, (0, 5))
 
-        def check(msg: StateMsg = msg) -> None:
+        def check(msg: StateMsg = msg, applied: list[list[float]] | None = applied) -> None:
             checker.reset()
             checker.check(anchor, 10.0001, 0.0)
-            checker.check(msg, 10.0401, applied_units)
+            checker.check(msg, 10.0401, applied_units, applied_for_sure=applied)
 
         rows[f"{name} (with the anchor's check and a reset)"] = _time_calls(check, calls)
     return rows
