@@ -3,7 +3,9 @@
 Robot side only (numpy, deploy.wire, deploy.runtime.safety, calibration.*): it runs where the controller runs,
 over the same link. The probe:
 
-1. sends HOME and waits for the first state; the start must lie inside the safe box (minus a margin);
+1. sends HOME and waits for the first state; the start must lie inside the safe box (minus a margin); then sends
+   nothing for ``rate_listen_periods`` control periods: a free-running robot's unprompted states must step at the
+   contract's control period (``ProbeSession.measure_rate``; a lock-step robot sends none);
 2. holds still for ``rest_steps`` and estimates the position noise per axis (second differences);
 3. ``repeats`` times: a bounded random probing sequence on all three axes, then holds; the lag whose per-step
    motion best matches the commands is the delay (``calibration.measure.estimate_delay``); on the same moves,
@@ -218,7 +220,10 @@ def calibrate(
     session = session or ProbeSession(link, contract, config)
     try:
         start = session.home()
-        logger.info("calibration: homed; measuring the noise at rest")
+        if session.measure_rate(config.rate_listen_periods) is None:
+            logger.info("calibration: homed; a lock-step robot (no state unprompted); measuring the noise at rest")
+        else:
+            logger.info("calibration: homed; the robot steps every %.4f s; noise at rest", session.measured_period_s)
         noise = measure_noise(session)
         session.noise_std_m = float(np.max(noise))
         session.set_margin(max(config.margin_m, MARGIN_NOISE_SIGMAS * session.noise_std_m))
@@ -276,7 +281,8 @@ def calibrate(
         workspace_high=workspace_high,
         interventions=dict(session.log.interventions),
     )
-    period = contract.control_period_s
+    period = contract.control_period_s  # measure_rate aborted the probe if the robot steps at another period
+    measured_period = session.measured_period_s
     scale = contract.action_scale_m
     gain_mean, gain_spread = gains.mean(axis=0), gains.std(axis=0)
     spec = RobotSpec(
@@ -312,6 +318,8 @@ def calibrate(
             "reach_high_m": [round(v, 4) for v in reach_high],
             "reach_limited_by": limited,
             "homing_runs_s": [round(t, 4) for t in session.log.homing_s],
+            # the robot clock's median step (None: a lock-step robot, stepping once per command)
+            "state_period_s": None if measured_period is None else round(measured_period, 5),
             "home_runs_m": [[round(float(v), HOME_DIGITS) for v in p] for p in session.log.home_positions_m],
             "safe_box_low_m": list(config.safe_box_low),
             "safe_box_high_m": list(config.safe_box_high),

@@ -2,7 +2,9 @@
 
 Every command goes through ``deploy.runtime.safety.filter_action`` with the safe box shrunk by a margin and the
 commands in flight counted; every state is checked (fresh sequence number, finite, no e-stop, no jump that no
-command explains, no motion while holding). Anything wrong raises ``ProbeAbortError`` after the hold is sent.
+command explains, no motion while holding), and the robot's clock must step at the contract's control period
+(``measure_rate``: a robot configured for another rate aborts the probe, where before it was calibrated and written
+to a spec its policy could not run on). Anything wrong raises ``ProbeAbortError`` after the hold is sent.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from deploy.contract import MAX_DELAY_STEPS, ObservationContract, in_flight_displacement_m
 from deploy.robot_spec_sections import AXES, check_safe_name, parse_state_bounds
 from deploy.runtime.safety import SafetyLimits, filter_action
+from deploy.runtime.state_rate import StateRateCheck
 from deploy.wire import (
     CommandMsg,
     ErrorCode,
@@ -37,6 +40,7 @@ from deploy.wire import (
 logger = logging.getLogger(__name__)
 
 ESTOP_FLAGS = StateFlags.ESTOP_ACTIVE | StateFlags.ESTOP_FROM_ROBOT
+MIN_RATE_STATES = 4  # unprompted states that show a free-running robot (3 intervals: a median is no one glitch)
 
 
 class CalibrationError(ValueError):
@@ -45,7 +49,7 @@ class CalibrationError(ValueError):
 
 class ProbeAbortError(CalibrationError):
     """The probe stopped early; the robot was sent the hold command. ``reason``: estop | dead_link |
-    bad_state | unexpected_motion | rejected_command."""
+    bad_state | unexpected_motion | rejected_command | rate_mismatch."""
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"calibration aborted ({reason}): {detail}; the robot was left holding")
@@ -64,6 +68,8 @@ class ProbeConfig:
     :param probe_amplitude: size of each probing command (units).
     :param probe_excursion: bound on the running sum of probing commands per axis (units).
     :param rest_steps: states recorded at rest for the noise estimate.
+    :param rate_listen_periods: control periods the probe sends nothing after the first HOME, to time the states a
+        free-running robot sends by itself (``ProbeSession.measure_rate``).
     :param settle_steps: hold steps before each measurement (flushes the delay line; > max_delay_steps).
     :param max_delay_steps: longest delay looked for (control steps).
     :param face_amplitude: command toward a face (units).
@@ -97,6 +103,7 @@ class ProbeConfig:
     probe_amplitude: float = 0.3
     probe_excursion: float = 0.6
     rest_steps: int = 300
+    rate_listen_periods: int = 12
     settle_steps: int = MAX_DELAY_STEPS + 2
     max_delay_steps: int = MAX_DELAY_STEPS
     face_amplitude: float = 0.4
@@ -130,6 +137,11 @@ class ProbeConfig:
         for name in ("repeats", "probe_steps", "rest_steps", "face_max_steps", "stall_window", "rest_speed_window"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.rate_listen_periods < MIN_RATE_STATES + 2:
+            raise ValueError(
+                f"rate_listen_periods must be >= {MIN_RATE_STATES + 2} control periods (a free-running robot must send "
+                f"{MIN_RATE_STATES} states in it to be told from a lock-step one), got {self.rate_listen_periods}"
+            )
         if not 0 <= self.max_delay_steps <= MAX_DELAY_STEPS:
             raise ValueError(f"max_delay_steps must be in 0..{MAX_DELAY_STEPS}, got {self.max_delay_steps}")
         object.__setattr__(self, "state_bounds", parse_state_bounds(self.state_bounds))  # RobotSpecError says why
@@ -186,6 +198,7 @@ class ProbeSession:
         self.noise_std_m = 0.0
         self.set_margin(config.margin_m)
         self._bounded = bounded_fields(contract, config.state_bounds)
+        self.measured_period_s: float | None = None  # the robot's own state period (measure_rate; None: lock-step)
 
     # Limits ----------------------------------------------------------------------------------------------
     def set_gain_max(self, gain_max: float) -> None:
@@ -268,6 +281,44 @@ class ProbeSession:
                     "(the robot's model, e.g. its joint limits) or the robot's sensor are wrong; fix the one that is",
                 )
         return newest
+
+    def measure_rate(self, periods: int) -> float | None:
+        """Send nothing for ``periods`` control periods (the arm at rest, holding; a robot holds by itself when
+        commands stop) and judge the states that come unprompted: a lock-step robot sends none (it steps once per
+        command: its rate is whoever commands it, None is returned); a free-running one sends one per step of its
+        controller, whose clock must step at the contract's control period (``StateRateCheck``, as in the control
+        loop), else ``ProbeAbortError`` ("rate_mismatch") names both rates. Returns the median period (seconds)."""
+        period_s = self.contract.control_period_s
+        deadline = time.monotonic() + periods * period_s
+        states: list[StateMsg] = []
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                messages = self.link.poll(remaining)
+            except LinkError as err:
+                raise ProbeAbortError("dead_link", f"receive failed: {err}") from err
+            for msg in messages:
+                if isinstance(msg, EStopMsg) or (isinstance(msg, StateMsg) and msg.flags & ESTOP_FLAGS):
+                    raise ProbeAbortError("estop", "the robot e-stopped while the probe listened to its rate")
+                fresh = self._last_state_seq is None or seq_newer(msg.seq, self._last_state_seq)
+                if isinstance(msg, StateMsg) and fresh:
+                    self._last_state_seq = msg.seq
+                    states.append(msg)
+        if len(states) < MIN_RATE_STATES:
+            return None
+        rate = StateRateCheck(period_s, window=len(states) - 1)
+        for tick, msg in enumerate(states):
+            rate.add(msg.seq, msg.t_s, tick)
+        median_s = rate.median_interval_s
+        if rate.mismatch():
+            raise ProbeAbortError(
+                "rate_mismatch",
+                f"the robot steps every {median_s:.4f} s ({1.0 / median_s:.1f} Hz; median of its clock over "
+                f"{len(states)} states it sent unprompted) but the policy contract's control period is {period_s} s "
+                f"({1.0 / period_s:.1f} Hz): set the robot controller's rate to it, or train and export a policy for "
+                "the rate the robot runs at",
+            )
+        self.measured_period_s = median_s
+        return self.measured_period_s
 
     def _accept_position(self, position: np.ndarray) -> None:
         low = np.asarray(self.config.safe_box_low) - self.margin_m

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -344,3 +345,43 @@ def test_bad_state_bounds_are_refused_before_the_robot_moves(bounds, error, matc
             assert not recorder.sent  # nothing was commanded
     finally:
         robot.stop()
+
+
+def _listen(mode: str, robot_period_s: float = 0.04) -> ProbeSession:
+    """Home a simulated robot (``mode``: realtime = free-running, stepping every ``robot_period_s``; FetchReach's
+    contract says 0.04 s) and time the states it sends while the probe sends nothing."""
+    robot = sim_robot.SimRobot(mode=mode, delay=2, seed=0, control_period_s=robot_period_s).start()
+    try:
+        with Link(robot.port_name) as link:
+            session = ProbeSession(link, fetch_reach_contract(2), ProbeConfig(FULL_BOX[0], FULL_BOX[1]))
+            session.home()
+            session.measure_rate(ProbeConfig(FULL_BOX[0], FULL_BOX[1]).rate_listen_periods)
+    finally:
+        robot.stop()
+    return session
+
+
+@pytest.mark.parametrize("robot_period_s", [0.02, 0.08])
+def test_a_robot_stepping_at_another_rate_than_the_contract_aborts_the_probe(robot_period_s: float):
+    """Before: a robot configured for 50 Hz (or 12.5 Hz) was calibrated as if it stepped at the contract's 25 Hz and
+    written to a spec; the run then ended at startup on the loop's rate check (at half the rate: held for ever).
+    Now the probe stops half a second in, naming both rates."""
+    with pytest.raises(ProbeAbortError) as info:
+        _listen("realtime", robot_period_s)
+    assert info.value.reason == "rate_mismatch"
+    measured = float(re.search(r"steps every ([0-9.]+) s", str(info.value)).group(1))  # type: ignore[union-attr]
+    assert measured == pytest.approx(robot_period_s, rel=0.1)
+    assert "control period is 0.04 s" in str(info.value)
+
+
+def test_a_free_running_robot_at_the_contract_rate_is_measured():
+    assert _listen("realtime").measured_period_s == pytest.approx(0.04, rel=0.1)
+
+
+def test_a_lock_step_robot_sends_nothing_unprompted_and_has_no_rate_of_its_own():
+    assert _listen("lockstep").measured_period_s is None  # it steps once per command, at the probe's pace
+
+
+def test_the_listen_must_be_long_enough_to_tell_the_robots_apart():
+    with pytest.raises(ValueError, match="rate_listen_periods must be >= 6"):
+        ProbeConfig(FULL_BOX[0], FULL_BOX[1], rate_listen_periods=3)
