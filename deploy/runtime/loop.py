@@ -43,7 +43,7 @@ from deploy.runtime.command_line import CommandLine
 from deploy.runtime.episodes import EpisodeTracker
 from deploy.runtime.goals import Episode, GoalSource
 from deploy.runtime.loop_config import LoopConfig
-from deploy.runtime.loop_states import ACTIVE_MODES, EMPTY, ESTOP_ACTIVE, HOMED, StateHandling
+from deploy.runtime.loop_states import ACTIVE_MODES, ESTOP_ACTIVE, HOMED, StateHandling
 from deploy.runtime.policy_guard import PolicyGuard
 from deploy.runtime.realtime import enter_realtime
 from deploy.runtime.rejection_window import RejectionWindow
@@ -56,7 +56,7 @@ from deploy.runtime.safety import (
 from deploy.runtime.state_check import StateChecker, Verdict
 from deploy.runtime.state_machine import LoopState, StateMachine
 from deploy.runtime.state_rate import StateRateCheck
-from deploy.runtime.tick_record import NO_EPISODE, TickRecord, check_policy_id
+from deploy.runtime.tick_record import EMPTY, NO_EPISODE, TickRecord, check_policy_id
 from deploy.runtime.ticklog import TickLogWriter
 from deploy.runtime.timing import TickStats
 from deploy.wire import (

@@ -2,7 +2,8 @@
 
 numpy only (robot side). ``loop.py`` paces the ticks and owns the link (receive, send, shutdown, safe stop); this
 mixin decides, for each fresh state (or a period without one), what to command given the loop's mode
-(``state_machine.LoopState``):
+(``state_machine.LoopState``); homing is ``loop_homing``'s and the robot's own resets (a restart, a HOMED state no
+HOME asked for, too many of them) are ``loop_resets``':
 
     any mode   robot e-stop flag -> SAFE_STOP; the state is checked first: its delay line must name only holds and
                commands this loop sent (``CommandLine.unsent``, else ``implausible_unsent_pending``), in the order
@@ -39,19 +40,18 @@ mixin decides, for each fresh state (or a period without one), what to command g
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from deploy.contract import FLOAT32_MAX
 from deploy.runtime.loop_homing import HOMED_WITH_ESTOP, Homing
+from deploy.runtime.loop_resets import HOMING_MODES, Resets
 from deploy.runtime.policy_guard import OVERRUN
 from deploy.runtime.safety import (
     IMPLAUSIBLE_STATE,
     NAN_STATE,
     POLICY_FAULT,
-    ROBOT_RESTART,
     FilterResult,
     filter_action,
     hold_result,
@@ -66,7 +66,7 @@ from deploy.runtime.state_check import (
 )
 from deploy.runtime.state_frames import STATE_LENGTH
 from deploy.runtime.state_machine import LoopState
-from deploy.runtime.tick_record import TickRecord
+from deploy.runtime.tick_record import EMPTY, TickRecord
 from deploy.wire import HOLD_SEQ, EStopMsg, EStopReason, StateFlags, StateMsg, seq_newer
 
 if TYPE_CHECKING:
@@ -74,7 +74,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-EMPTY = np.zeros(0)
 # StateFlags bits as plain ints: ``int & StateFlags.X`` runs enum's Python operators, and a tick tests several bits
 ESTOP_ACTIVE = int(StateFlags.ESTOP_ACTIVE)
 ESTOP_FROM_ROBOT = int(StateFlags.ESTOP_FROM_ROBOT)
@@ -91,18 +90,13 @@ NAN_STATES = "nan_states"
 RECONNECT_REHOMES = "reconnect_rehomes"  # count: episodes aborted and re-homed because the port was reopened
 OLD_ESTOP_ACKS = "old_estop_acks"  # count: ESTOP_ACTIVE states numbered before the stop in force (not an ack)
 STATE_RATE_MISMATCH = "state_rate_mismatch"  # count: the run ended because the robot steps at another rate
-HOMING_MODES = (LoopState.HOMING, LoopState.RUN)  # modes in which a HOMED state answers (or not) this episode's HOME
-LATE_HOME_ANSWERS = "late_home_answers"  # count: a resent HOME's answer read in RUN (the episode goes on)
-UNREQUESTED_HOMES = "unrequested_homes"  # count: HOMED in RUN with no HOME awaiting an answer (episode aborted)
-UNREQUESTED_HOME = "unrequested_home"  # reason of the tick that aborted an episode for it
-ROBOT_RESET_STORMS = "robot_reset_storms"  # count: runs ended because the robot reset itself too often
 REJECTED_TOO_OFTEN = "rejected_too_often"  # count: safe stops for max_rejected_in_window of the last states
 OFF_HOME_REASON = f"implausible_{HOMED_OFF_HOME}"
 NOT_FOLLOWING_REASON = f"implausible_{NOT_FOLLOWING}"
 INVALID_STATE_PREFIXES = ("malformed_", "implausible_")  # counters of states received and rejected
 
 
-class StateHandling(Homing):
+class StateHandling(Homing, Resets):
     """The per-state decisions of the controller (mixed into ``Controller``; see the module docstring)."""
 
     # A fresh state arrived --------------------------------------------------------------------------------------
@@ -131,13 +125,8 @@ class StateHandling(Homing):
             self._enter(LoopState.HOLD, "fresh state")
             self._hold_count = 0
             return self._hold_tick(msg, verdict)
-        if msg.flags & HOMED and state in HOMING_MODES:
-            asked = self._homes_unanswered > 0  # a HOME of this episode still has its HOMED answer to come
-            self._homes_unanswered = max(0, self._homes_unanswered - 1)
-            if state is LoopState.RUN and verdict.accepted:
-                if not asked:
-                    return self._unrequested_home_tick(msg)
-                self.counts[LATE_HOME_ANSWERS] += 1  # sent before any command of the episode: nothing was applied
+        if msg.flags & HOMED and state in HOMING_MODES and not self._home_asked_for(state, verdict):
+            return self._unrequested_home_tick(msg)
         if verdict.restart:
             return self._restart_tick(msg)
         if not verdict.accepted:
@@ -277,61 +266,6 @@ class StateHandling(Homing):
             return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), True)
         self._send_command(self._hold)
         return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), False)
-
-    def _restart_tick(self: Controller, msg: StateMsg) -> TickRecord:
-        """The robot restarted (clock and sequence began again): hold, abort the episode, re-home."""
-        self.counts["robot_restarts"] += 1
-        logger.warning(
-            "tick %d: the robot restarted (its clock and sequence began again); holding to re-home", self.tick
-        )
-        return self._abort_to_hold(msg, ROBOT_RESTART, "the robot restarted: hold, then re-home")
-
-    def _unrequested_home_tick(self: Controller, msg: StateMsg) -> TickRecord:
-        """A HOMED state in RUN that no HOME of this episode asked for: the robot homed by itself (its own fault
-        reaction, an operator at its pendant). Its delay line and the episode's motion are gone: hold, abort the
-        episode, re-home (before: the jump home was checked as motion and 5 'too fast' states stopped the robot,
-        with nothing naming what happened)."""
-        self.counts[UNREQUESTED_HOMES] += 1
-        index = self.episodes.current.index  # type: ignore[union-attr]
-        logger.warning(
-            "tick %d: the robot reports HOMED in episode %d, but no HOME of the episode awaits an answer: it homed "
-            "by itself (its own fault reaction?); episode aborted, holding to re-home",
-            self.tick,
-            index,
-        )
-        return self._abort_to_hold(msg, UNREQUESTED_HOME, f"the robot homed by itself in episode {index}: re-home")
-
-    def _abort_to_hold(self: Controller, msg: StateMsg, reason: str, why: str) -> TickRecord:
-        """Abort the episode the robot's own reset ended (``reason``), hold, and re-home from HOLD; more than
-        ``max_robot_resets`` resets within ``robot_reset_window_s`` -> safe stop and the run ends."""
-        self._implausible_run = 0
-        self.interventions.add((reason,))
-        now = self._clock()
-        resets = self._robot_resets
-        resets.append((now, reason))
-        while resets and now - resets[0][0] > self.config.robot_reset_window_s:
-            resets.popleft()
-        if len(resets) > self.config.max_robot_resets:
-            kinds = Counter(kind for _, kind in resets)
-            listed = ", ".join(f"{kind}: {count}" for kind, count in kinds.most_common())
-            end = (
-                f"the robot reset itself {len(resets)} times within {self.config.robot_reset_window_s:g} s "
-                f"({listed}; max_robot_resets {self.config.max_robot_resets}): a robot that keeps rebooting (power, "
-                "controller) or protective-stopping (a collision) must be looked at before it is driven again"
-            )
-            self.counts[ROBOT_RESET_STORMS] += 1
-            self._safe_stop(end)
-            if self.sm.state is not LoopState.DONE:
-                self._finish(end)
-            return self._record(msg, EMPTY, self._hold, self._hold, (reason,), float("nan"), True)
-        if self.episodes.current is not None:
-            self.episodes.end(None, aborted=True)
-        self.line.new_episode()
-        if self.sm.state is not LoopState.HOLD:
-            self._enter(LoopState.HOLD, why)
-        self._hold_count = 0
-        self._send_command(self._hold)
-        return self._record(msg, EMPTY, self._hold, self._hold, (reason,), float("nan"), False)
 
     def _policy_tick(self: Controller, t_in: float, msg: StateMsg) -> TickRecord | None:
         """RUN, on an accepted state (``_check`` made it the anchor and set ``_bounds``; a rejected one never gets

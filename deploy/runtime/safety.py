@@ -54,6 +54,7 @@ OUTSIDE_WORKSPACE = "outside_workspace"
 # Holds the control loop decides before the filter runs (the state or the policy cannot be used this tick).
 IMPLAUSIBLE_STATE = "implausible_state"  # the state failed its plausibility check (deploy.runtime.state_check)
 ROBOT_RESTART = "robot_restart"  # the robot's clock and sequence started over: hold, then re-home
+UNREQUESTED_HOME = "unrequested_home"  # the robot homed by itself mid-episode (no HOME asked): hold, then re-home
 POLICY_FAULT = "policy_fault"  # the policy returned NaN/inf, raised, or overran the period
 REASONS: tuple[str, ...] = (
     STALE_STOP,
@@ -67,10 +68,11 @@ REASONS: tuple[str, ...] = (
     OUTSIDE_WORKSPACE,
     IMPLAUSIBLE_STATE,
     ROBOT_RESTART,
+    UNREQUESTED_HOME,
     POLICY_FAULT,
 )
 HOLD_REASONS: frozenset[str] = frozenset(
-    {STALE_STOP, STALE_HOLD, NAN_STATE, NAN_ACTION, IMPLAUSIBLE_STATE, ROBOT_RESTART, POLICY_FAULT}
+    {STALE_STOP, STALE_HOLD, NAN_STATE, NAN_ACTION, IMPLAUSIBLE_STATE, ROBOT_RESTART, UNREQUESTED_HOME, POLICY_FAULT}
 )
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # version 1: no policy_id
+EMPTY = np.zeros(0)  # an absent array of a TickRecord: a held tick's observation, no episode's goal
 NO_EPISODE = -1  # episode_id of ticks outside an episode (connect, hold, safe stop)
 
 _SCALARS = struct.Struct("<dqqqddB")
