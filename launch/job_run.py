@@ -90,7 +90,7 @@ def start_robot(robot: dict[str, Any], seed: int) -> tuple[str, Any]:
                 "set 'robot.kind: sim'"
             )
         return robot["port"], None
-    from envs.sim_robot import SimFaults
+    from envs.sim_faults import SimFaults
     from envs.sim_robot_process import SimRobotProcess
 
     process = SimRobotProcess(

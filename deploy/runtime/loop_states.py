@@ -3,7 +3,8 @@
 numpy only (robot side). ``loop.py`` paces the ticks and owns the link (receive, send, shutdown, safe stop); this
 mixin decides, for each fresh state (or a period without one), what to command given the loop's mode
 (``state_machine.LoopState``); homing is ``loop_homing``'s and the robot's own resets (a restart, a HOMED state no
-HOME asked for, too many of them) are ``loop_resets``':
+HOME asked for, too many of them) are ``loop_resets``', and what a state must pass and what a rejected one costs
+are ``loop_rejections``':
 
     any mode   robot e-stop flag -> SAFE_STOP; the state is checked first: its delay line must name only holds and
                commands this loop sent (``CommandLine.unsent``, else ``implausible_unsent_pending``), in the order
@@ -46,6 +47,7 @@ import numpy as np
 
 from deploy.contract import FLOAT32_MAX
 from deploy.runtime.loop_homing import HOMED_WITH_ESTOP, Homing
+from deploy.runtime.loop_rejections import HOMED, Rejections
 from deploy.runtime.loop_resets import HOMING_MODES, Resets
 from deploy.runtime.policy_guard import OVERRUN
 from deploy.runtime.safety import (
@@ -57,11 +59,6 @@ from deploy.runtime.safety import (
     hold_result,
 )
 from deploy.runtime.state_check import (
-    HOMED_OFF_HOME,
-    NOT_FOLLOWING,
-    PENDING_NOT_FIFO,
-    PENDING_ORDER,
-    UNSENT_PENDING,
     Verdict,
 )
 from deploy.runtime.state_frames import STATE_LENGTH
@@ -77,7 +74,6 @@ logger = logging.getLogger(__name__)
 # StateFlags bits as plain ints: ``int & StateFlags.X`` runs enum's Python operators, and a tick tests several bits
 ESTOP_ACTIVE = int(StateFlags.ESTOP_ACTIVE)
 ESTOP_FROM_ROBOT = int(StateFlags.ESTOP_FROM_ROBOT)
-HOMED = int(StateFlags.HOMED)
 ACTIVE_MODES = (LoopState.WAIT_FRESH, LoopState.HOLD, LoopState.HOMING, LoopState.RUN)  # a robot e-stop stops these
 CHECKED_MODES = (LoopState.HOLD, LoopState.HOMING, LoopState.RUN)  # modes where a bad state costs a held tick
 MALFORMED_STATE = "malformed_state"  # reason of a tick whose states were all dropped at decode (state_frames.py)
@@ -90,13 +86,10 @@ NAN_STATES = "nan_states"
 RECONNECT_REHOMES = "reconnect_rehomes"  # count: episodes aborted and re-homed because the port was reopened
 OLD_ESTOP_ACKS = "old_estop_acks"  # count: ESTOP_ACTIVE states numbered before the stop in force (not an ack)
 STATE_RATE_MISMATCH = "state_rate_mismatch"  # count: the run ended because the robot steps at another rate
-REJECTED_TOO_OFTEN = "rejected_too_often"  # count: safe stops for max_rejected_in_window of the last states
-OFF_HOME_REASON = f"implausible_{HOMED_OFF_HOME}"
-NOT_FOLLOWING_REASON = f"implausible_{NOT_FOLLOWING}"
 INVALID_STATE_PREFIXES = ("malformed_", "implausible_")  # counters of states received and rejected
 
 
-class StateHandling(Homing, Resets):
+class StateHandling(Homing, Resets, Rejections):
     """The per-state decisions of the controller (mixed into ``Controller``; see the module docstring)."""
 
     # A fresh state arrived --------------------------------------------------------------------------------------
@@ -148,34 +141,6 @@ class StateHandling(Homing, Resets):
             self._homing_retry()
             return None
         return self._policy_tick(t_in, msg)
-
-    def _check(self: Controller, msg: StateMsg, t_in: float) -> Verdict:
-        """Check the delay line against the commands sent, then run the state checker; an accepted state becomes
-        the anchor and refreshes the watchdog. A line naming a command never sent is implausible: the robot's
-        numbering is wrong, so its history and the commands in flight cannot be known (the checker never sees it)."""
-        if self.line.unsent(msg.pending):
-            self.counts[f"implausible_{UNSENT_PENDING}"] += 1
-            return Verdict(False, UNSENT_PENDING)
-        if self.line.out_of_order(msg.pending):
-            self.counts[f"implausible_{PENDING_ORDER}"] += 1
-            return Verdict(False, PENDING_ORDER)
-        old_pending = self._anchor.pending if self._anchor is not None else ()
-        if self.line.not_fifo(old_pending, msg.pending):
-            self.counts[f"implausible_{PENDING_NOT_FIFO}"] += 1
-            return Verdict(False, PENDING_NOT_FIFO)
-        applied = self.line.applied_length(old_pending, msg.pending, self._anchor_sent_seq)
-        homed = bool(msg.flags & HOMED)
-        for_sure = self.line.applied_for_sure(old_pending, msg.pending)
-        verdict = self.checker.check(msg, t_in, applied, homed, self.robot_link.sent_total, for_sure)
-        if verdict.accepted or verdict.restart:
-            self._anchor = msg
-            self._anchor_sent_seq = self.line.last_sent_seq
-            self._bounds = (verdict.low, verdict.high)  # type: ignore[assignment]
-            self._last_valid_t = self.checker.robot_time_local(msg.t_s)
-            self._to_note = (t_in, msg, verdict)
-        else:
-            self.counts[f"implausible_{verdict.kind}"] += 1
-        return verdict
 
     def _note_accepted(self: Controller) -> None:
         """Bookkeeping of the last accepted state that its command need not wait for (run after the tick's
@@ -232,40 +197,6 @@ class StateHandling(Homing, Resets):
         if self._hold_count >= self.config.hold_ticks and self._round_trip_known(msg):
             self._start_episode()
         return self._record(msg, EMPTY, self._hold, self._hold, (), float("nan"), False)
-
-    def _implausible_tick(self: Controller, msg: StateMsg | None, reasons: tuple[str, ...]) -> TickRecord:
-        """The state failed its check, was non-finite or malformed: never plan with it. Hold, count; too many in a
-        row, too many of the last ``rejection_window_states``, or no valid state for ``watchdog_stop_s`` (an invalid
-        state is no sign of life) -> safe stop."""
-        self._implausible_run += 1
-        self._hold_count = 0
-        self.interventions.add(reasons)
-        # A HOMED state off the home is homing's to judge (max_home_retries, whose stop names the home and the fix)
-        too_often = reasons[-1] != OFF_HOME_REASON and self._rejections.record(reasons[-1])
-        stale_s = self._clock() - self._last_valid_t
-        if self._implausible_run >= self.config.max_implausible_states or stale_s > self.limits.watchdog_stop_s:
-            self._safe_stop(
-                f"{self._implausible_run} implausible, non-finite or malformed states in a row, no valid state for "
-                f"{stale_s:.3f} s (last: {reasons[-1]})"
-            )
-            return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), True)
-        if reasons[-1] == NOT_FOLLOWING_REASON:  # stop now: the e-stop also drops the commands still in its line
-            self._safe_stop(
-                "the arm did not move along the commands its delay line shows applied (implausible_not_following): "
-                "it is blocked (contact?) or its position sensor froze; check the arm and its surroundings before "
-                "resuming"
-            )
-            return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), True)
-        if too_often:
-            self.counts[REJECTED_TOO_OFTEN] += 1
-            self._safe_stop(
-                f"{self._rejections.summary()}: the robot is wrong too often to be driven (max_rejected_in_window "
-                f"{self.config.max_rejected_in_window} of rejection_window_states "
-                f"{self.config.rejection_window_states}); check its sensors, its link and its line bookkeeping"
-            )
-            return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), True)
-        self._send_command(self._hold)
-        return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), False)
 
     def _policy_tick(self: Controller, t_in: float, msg: StateMsg) -> TickRecord | None:
         """RUN, on an accepted state (``_check`` made it the anchor and set ``_bounds``; a rejected one never gets

@@ -14,11 +14,11 @@ used to plan (the loop holds and counts it). The checks, against the last accept
 - sequence: at most ``seq_gap_slack`` more messages than the elapsed time and the loop's own messages explain
   (``seq_gap``: a robot numbers up to ``MSGS_PER_STEP`` messages per control step and per message it answers); an
   older sequence number (``seq_backwards``) is a replay or a reboot;
-- values: every other state field within its plausibility bound (``field_out_of_range``): the range the spec's
-  ``state_bounds`` gives its field (e.g. a finger joint's limits), widened by the noise allowance; else a velocity
-  (a field named in ``VELOCITY_FIELDS``, metres per control step) at most ``VELOCITY_MARGIN`` times what the spec's
-  plausible speed allows in one control step; any other field (a length in metres) no larger than the reachable
-  envelope's diagonal. A glitch such as 1e30 never reaches the policy;
+- values: every other state field within its plausibility bound (``field_out_of_range``,
+  ``deploy.runtime.field_bounds``): the range the spec's ``state_bounds`` gives its field (e.g. a finger joint's
+  limits), widened by the noise allowance; else a velocity at most twice what the spec's plausible speed allows in one
+  control step; any other field (a length in metres) no larger than the reachable envelope's diagonal. A glitch such
+  as 1e30 never reaches the policy;
 - position: inside the reachable envelope (the workspace grown by ``envelope_margin_m``, ``outside_envelope``);
   no faster than ``plausible_speed_m_s`` over the elapsed time (``too_fast``); no further (Euclidean) than the
   applied commands can move the arm at the spec's gain bound, plus a share of the motion carried from the previous
@@ -73,6 +73,7 @@ from typing import NamedTuple
 
 from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
+from deploy.runtime.field_bounds import FieldBounds
 from deploy.wire import StateMsg, seq_distance, seq_newer
 
 # Kinds of implausible state (the tick log records ``implausible_<kind>``).
@@ -135,13 +136,6 @@ DEFAULT_CLOCK_TOLERANCE_S = 0.05
 DEFAULT_SEQ_GAP_SLACK = 32  # messages still in flight when the anchor was taken, answered after it
 DEFAULT_RESYNC_STATES = 3
 MSGS_PER_STEP = 2  # messages a robot may number per control step or per message it answers (a state + an error)
-# State fields that are velocities, in metres per control step (deploy.contract: FETCH_STATE_FIELDS' grip_velp and
-# gripper_vel, POINT_STATE_FIELDS' vel); every other field outside the position slice is a length in metres.
-VELOCITY_FIELDS = frozenset({"grip_velp", "gripper_vel", "vel"})
-# A velocity beyond this many times the spec's plausible speed is a glitch, not motion. FetchReach's honest
-# velocities (bang-bang and random full actions, 2,000 steps) peaked at 0.65 x the plausible speed: the margin leaves
-# 3x headroom. (It was 10: a velocity glitch of 0.5 m per control step, 13 m/s, reached the policy.)
-VELOCITY_MARGIN = 2.0
 
 
 class Verdict(NamedTuple):
@@ -215,7 +209,8 @@ class StateChecker:
         margin = spec.envelope_margin_m
         self._env_low = [lo - margin - NOISE_SIGMAS * v for lo, v in zip(spec.workspace_low, noise, strict=True)]
         self._env_high = [hi + margin + NOISE_SIGMAS * v for hi, v in zip(spec.workspace_high, noise, strict=True)]
-        self._field_index, self._field_low, self._field_high = self._field_bounds(spec, contract)
+        diagonal_m = math.dist(self._env_low, self._env_high)
+        self._fields = FieldBounds(spec, contract, NOISE_SIGMAS * max(noise), diagonal_m)
         self._home = None if spec.home_position_m is None else [float(v) for v in spec.home_position_m]
         self.home_tolerance_m = spec.home_tolerance_m + math.hypot(*(NOISE_SIGMAS * v for v in noise))
         self.home_error_m = 0.0  # distance of the last HOMED state from the spec's home (metres; 0 before one)
@@ -273,7 +268,7 @@ class StateChecker:
         seen = _Seen(msg.seq, msg.t_s, t_recv, position, msg.pending, self._still, prompts)
         if self._outside_envelope(position):
             return self._reject(seen, OUTSIDE_ENVELOPE)
-        if self._field_out_of_range(values):
+        if self._fields.violated(values):
             return self._reject(seen, FIELD_OUT_OF_RANGE)
         if homed and self._home is not None:
             self.home_error_m = math.dist(position, self._home)
@@ -312,49 +307,6 @@ class StateChecker:
         return self._accept(seen, reach, corrected)
 
     # Pieces ---------------------------------------------------------------------------------------------------
-    def _field_bounds(
-        self, spec: RobotSpec, contract: ObservationContract
-    ) -> tuple[list[int], list[float], list[float]]:
-        """(state indices, lower bounds, upper bounds) of every state value outside the position slice: the spec's
-        ``state_bounds`` range of its field, widened by the noise allowance, where it gives one; else a velocity at
-        most ``VELOCITY_MARGIN`` x the plausible speed x the robot's control period (metres per control step) plus
-        the noise of a velocity differenced from two noisy positions, any other value at most the diagonal of the
-        reachable envelope (metres). A ``state_bounds`` name the contract has no field of, or the position's (the
-        workspace bounds it), is refused: a misspelt name must not leave its field loosely bounded."""
-        names = [name for name, _ in contract.state_fields]
-        position_name = contract.position_field
-        for name in spec.state_bounds or {}:
-            if name not in names or name == position_name:
-                bounded = ", ".join(n for n in names if n != position_name)
-                why = "is the position, which the workspace bounds" if name == position_name else "is no state field"
-                raise ValueError(
-                    f"robot spec {spec.robot_id!r}: 'state_bounds.{name}' {why} of the policy's observation contract "
-                    f"({contract.name}); the fields it may bound: {bounded}. Fix the name in the spec file"
-                )
-        noise_m = NOISE_SIGMAS * max(spec.observation_noise_std_m)
-        velocity_limit = VELOCITY_MARGIN * spec.plausible_speed_m_s * spec.control_period_s + math.sqrt(2.0) * noise_m
-        length_limit = math.dist(self._env_low, self._env_high)
-        position = range(*contract.position_slice)
-        index: list[int] = []
-        low: list[float] = []
-        high: list[float] = []
-        for name, start, stop in contract.field_spans():
-            default = velocity_limit if name in VELOCITY_FIELDS else length_limit  # allowance included
-            given = (spec.state_bounds or {}).get(name)
-            lo, hi = (-default, default) if given is None else (given[0] - noise_m, given[1] + noise_m)
-            for i in range(start, stop):
-                if i not in position:
-                    index.append(i)
-                    low.append(lo)
-                    high.append(hi)
-        return index, low, high
-
-    def _field_out_of_range(self, values: list[float]) -> bool:
-        # map: no Python frame per value (runs for every state); a NaN compares False, so it is out of range
-        checked = list(map(values.__getitem__, self._field_index))
-        above_low = all(map(operator.le, self._field_low, checked))
-        return not (above_low and all(map(operator.le, checked, self._field_high)))
-
     def _outside_envelope(self, position: list[float]) -> bool:
         # map: no Python frame per axis (runs for every state); a NaN compares False, so it is outside
         return not (all(map(operator.le, self._env_low, position)) and all(map(operator.le, position, self._env_high)))

@@ -14,6 +14,7 @@ import pytest
 
 from deploy.contract import fetch_reach_contract
 from deploy.robot_spec import RobotSpec, load_robot_spec
+from deploy.runtime.field_bounds import VELOCITY_MARGIN
 from deploy.runtime.state_check import (
     EXCEEDS_GAIN,
     FIELD_OUT_OF_RANGE,
@@ -27,7 +28,6 @@ from deploy.runtime.state_check import (
     TIME_AHEAD,
     TOO_FAST,
     UNEXPLAINED_MOTION,
-    VELOCITY_MARGIN,
     StateChecker,
 )
 from deploy.wire import SEQ_MAX, StateFlags, StateMsg, seq_after
