@@ -26,7 +26,8 @@ used to plan (the loop holds and counts it). The checks, against the last accept
   further than the gain bound allows (``exceeds_gain``: the robot is faster than its spec says; recalibrate); and
   along the commands the robot's delay line shows applied, at least ``FOLLOW_FRACTION`` of what they move the arm
   at the spec's gain (``not_following``: a frozen position sensor, a blocked arm, a robot that reports commands
-  applied that it did not execute).
+  applied that it did not execute). A robot that reports no line says nothing certain, so following is not judged
+  there: its commands may have been lost, and the one-step alignment of commands with motion is unknown.
   Distances, not axes: a command on one axis moves the arm a little on the others (the arm's kinematics), so only
   the length of the motion is bounded by the length of the commands. Margins include ``NOISE_SIGMAS`` standard
   deviations of the spec's noise.
