@@ -153,7 +153,15 @@ class UncheckedStates:
     def robot_time_local(self, t_robot: float) -> float:
         return t_robot + self.offset_s
 
-    def check(self, msg: Any, t_recv: float, applied_units: float, homed: bool = False, prompts: int = 0) -> Any:
+    def check(
+        self,
+        msg: Any,
+        t_recv: float,
+        applied_units: float,
+        homed: bool = False,
+        prompts: int = 0,
+        applied_for_sure: Any = None,
+    ) -> Any:
         from deploy.runtime.state_check import Verdict
 
         self.offset_s = min(self.offset_s, t_recv - msg.t_s)

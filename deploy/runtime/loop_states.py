@@ -2,9 +2,9 @@
 
 numpy only (robot side). ``loop.py`` paces the ticks and owns the link (receive, send, shutdown, safe stop); this
 mixin decides, for each fresh state (or a period without one), what to command given the loop's mode
-(``state_machine.LoopState``); homing is ``loop_homing``'s and the robot's own resets (a restart, a HOMED state no
-HOME asked for, too many of them) are ``loop_resets``', and what a state must pass and what a rejected one costs
-are ``loop_rejections``':
+(``state_machine.LoopState``). Homing lives in ``loop_homing``, the robot's own resets (a restart, a HOMED state no
+HOME asked for, too many of them) in ``loop_resets``, what a state must pass and what a rejected one costs in
+``loop_rejections``:
 
     any mode   robot e-stop flag -> SAFE_STOP; the state is checked first: its delay line must name only holds and
                commands this loop sent (``CommandLine.unsent``, else ``implausible_unsent_pending``), in the order
@@ -58,9 +58,7 @@ from deploy.runtime.safety import (
     filter_action,
     hold_result,
 )
-from deploy.runtime.state_check import (
-    Verdict,
-)
+from deploy.runtime.state_check import Verdict
 from deploy.runtime.state_frames import STATE_LENGTH
 from deploy.runtime.state_machine import LoopState
 from deploy.runtime.tick_record import EMPTY, TickRecord

@@ -44,7 +44,7 @@ is; where the spec has a home pose (``home.position_m``, measured by the calibra
 from it than ``home.tolerance_m`` plus the noise allowance is a glitch (``homed_off_home``): never an anchor, and the
 loop waits for the next HOMED state (resending HOME) as if it had been lost. A HOMED state at the spec's home when
 no HOME is awaited (a resent HOME answered twice, or a robot that homed by itself) is accepted without the motion
-checks, since the arm went home by itself; the loop decides what it means (``loop_states``).
+checks, since the arm went home by itself; the loop decides what it means (``loop_resets``).
 
 Recovery: rejected states form a candidate chain. When ``resync_states`` of them in a row are consistent with each
 other but the break with the anchor is in time or sequence (the robot restarted: its clock and counter began
