@@ -12,6 +12,7 @@ valid state came for ``watchdog_stop_s``, or at once when the arm did not follow
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from deploy.runtime.state_check import (
@@ -28,10 +29,13 @@ from deploy.wire import StateFlags, StateMsg
 if TYPE_CHECKING:
     from deploy.runtime.loop import Controller
 
+logger = logging.getLogger(__name__)
+
 HOMED = int(StateFlags.HOMED)  # as a plain int: ``int & StateFlags.X`` runs enum's Python operators
 REJECTED_TOO_OFTEN = "rejected_too_often"  # count: safe stops for max_rejected_in_window of the last states
 OFF_HOME_REASON = f"implausible_{HOMED_OFF_HOME}"
 NOT_FOLLOWING_REASON = f"implausible_{NOT_FOLLOWING}"
+NO_DELAY_LINE = "no_delay_line"  # count (once): the robot reports no delay line, so following is not judged
 
 
 class Rejections:
@@ -55,6 +59,13 @@ class Rejections:
         homed = bool(msg.flags & HOMED)
         for_sure = self.line.applied_for_sure(old_pending, msg.pending)
         verdict = self.checker.check(msg, t_in, applied, homed, self.robot_link.sent_total, for_sure)
+        if verdict.accepted and not msg.pending and not self.counts[NO_DELAY_LINE]:
+            self.counts[NO_DELAY_LINE] += 1  # once per run: the robot says nothing of which commands it applied
+            logger.warning(
+                "the robot reports no delay line (m = 0): the runtime cannot check that the arm follows the commands "
+                "it applies, so a frozen position sensor or a blocked arm is not caught (README, Safety); give the "
+                "robot's firmware its line"
+            )
         if verdict.accepted or verdict.restart:
             self._anchor = msg
             self._anchor_sent_seq = self.line.last_sent_seq

@@ -485,3 +485,16 @@ def test_a_robot_that_keeps_rebooting_ends_the_run(max_resets: int):
     else:
         assert end.reason.startswith("all goals taken: 2 served, 4 aborted"), end.reason
         assert report.counts.get("robot_reset_storms", 0) == 0
+
+
+def test_a_robot_without_a_delay_line_is_named_as_unchecked_for_following(caplog: pytest.LogCaptureFixture):
+    """A robot that reports no delay line says nothing of which commands it applied, so a frozen sensor on it is not
+    caught (measured: the arm drove 0.72 m blind). The run says so once, in the log and the counts, rather than
+    letting the operator believe the check covers it."""
+    robot = SimRobot(mode="lockstep", delay=DELAY, seed=1, control_period_s=PERIOD_S)
+    robot.faults.pending_length = 0  # m = 0: "I cannot report my line"
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, hold_ticks=3, max_ticks=60)
+    with caplog.at_level("WARNING", logger="deploy.runtime.loop_rejections"):
+        run = run_loop(DelayAwareP(), seeded_goals([0]), config, SPEC, robot)
+    assert run.report.counts["no_delay_line"] == 1
+    assert sum("reports no delay line" in r.getMessage() for r in caplog.records) == 1
