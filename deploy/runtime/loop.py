@@ -59,6 +59,7 @@ from deploy.runtime.state_rate import StateRateCheck
 from deploy.runtime.tick_record import EMPTY, NO_EPISODE, TickRecord, check_policy_id
 from deploy.runtime.ticklog import TickLogWriter
 from deploy.runtime.timing import TickStats
+from deploy.runtime.unreported_following import UnreportedFollowing
 from deploy.wire import (
     DEFAULT_BAUDRATE,
     CommandMsg,
@@ -154,6 +155,7 @@ class Controller(StateHandling):
         self.rate = StateRateCheck(self.period_s)
         self.guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock, check_policy_id(policy_id))
         self.line = CommandLine(contract, spec.delay_range[1], self.counts, limits.position_dims)
+        self.unreported = UnreportedFollowing(spec, contract, self.checker.follow_noise_m)  # robots without a line
         self.tick = 0
         self._pos = slice(*contract.position_slice)
         self._dims = limits.position_dims
@@ -272,6 +274,7 @@ class Controller(StateHandling):
         if self.robot_link.generation != self._generation:  # a reopened port: trust no old reference
             self._generation = self.robot_link.generation
             self.checker.reset()
+            self.unreported.reset()
             self.rate.reset()
             self._on_reconnect()
         record: TickRecord | None = None
@@ -371,6 +374,7 @@ class Controller(StateHandling):
         self._implausible_run = 0
         self._rejections.reset()
         self.checker.reset()  # after the stop, the robot is re-homed: the next accepted state is the new anchor
+        self.unreported.reset()
         self._anchor = None
         logger.warning("safe stop at tick %d: %s", self.tick, reason)
         self._enter(LoopState.SAFE_STOP, reason)
@@ -391,7 +395,10 @@ class Controller(StateHandling):
         t_sent = self._clock()
         self._send(CommandMsg(seq, t_sent, command))
         t_out = self._clock()
-        self.line.sent(seq, command, self._anchor is not None and bool(self._anchor.pending), t_sent)
+        reports_line = self._anchor is not None and bool(self._anchor.pending)
+        self.line.sent(seq, command, reports_line, t_sent)
+        if not reports_line:  # the robot says nothing of what it applies: reckon from what was sent
+            self.unreported.sent(command.tolist())
         self._previous = command
         self._commanded = True
         self.counts["commands"] += 1

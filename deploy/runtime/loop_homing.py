@@ -80,6 +80,7 @@ class Homing:
         self._home_sent_t = self._clock()
         self._homes_unanswered += 1
         self.checker.expect_home()
+        self.unreported.reset()
         self._send(HomeMsg(self._next_seq(), self._home_sent_t, self.episodes.current.seed))  # type: ignore[union-attr]
 
     def home_retry_ticks(self: Controller) -> int:

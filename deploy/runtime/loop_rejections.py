@@ -7,7 +7,9 @@ sent, following from the last accepted line as a robot that applies it oldest fi
 (or a non-finite or malformed one) is held and counted, never planned with; the loop safe-stops after
 ``max_implausible_states`` in a row, after ``max_rejected_in_window`` of the last ``rejection_window_states``, when no
 valid state came for ``watchdog_stop_s``, or at once when the arm did not follow the commands it applied
-(``not_following``: blocked, or its position sensor froze; the e-stop drops the commands in flight).
+(``not_following``: blocked, or its position sensor froze; the e-stop drops the commands in flight). For a robot that
+reports no delay line, following is reckoned from the commands sent and the spec's delay
+(``unreported_following``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ HOMED = int(StateFlags.HOMED)  # as a plain int: ``int & StateFlags.X`` runs enu
 REJECTED_TOO_OFTEN = "rejected_too_often"  # count: safe stops for max_rejected_in_window of the last states
 OFF_HOME_REASON = f"implausible_{HOMED_OFF_HOME}"
 NOT_FOLLOWING_REASON = f"implausible_{NOT_FOLLOWING}"
-NO_DELAY_LINE = "no_delay_line"  # count (once): the robot reports no delay line, so following is not judged
+NO_DELAY_LINE = "no_delay_line"  # count (once): the robot reports no delay line (following: unreported_following)
 
 
 class Rejections:
@@ -58,13 +60,20 @@ class Rejections:
         applied = self.line.applied_length(old_pending, msg.pending, self._anchor_sent_seq)
         homed = bool(msg.flags & HOMED)
         for_sure = self.line.applied_for_sure(old_pending, msg.pending)
+        home_expected = self.checker.home_expected  # before the check: a HOMED state accepted ends it
         verdict = self.checker.check(msg, t_in, applied, homed, self.robot_link.sent_total, for_sure)
+        if verdict.accepted and not msg.pending:  # no line: following is reckoned from the commands sent
+            if homed or home_expected:
+                self.unreported.reset()  # the arm moved home by itself
+            elif self.unreported.not_following(msg.state[self._pos].tolist()):
+                self.counts[NOT_FOLLOWING_REASON] += 1
+                return Verdict(False, NOT_FOLLOWING)
         if verdict.accepted and not msg.pending and not self.counts[NO_DELAY_LINE]:
             self.counts[NO_DELAY_LINE] += 1  # once per run: the robot says nothing of which commands it applied
             logger.warning(
-                "the robot reports no delay line (m = 0): the runtime cannot check that the arm follows the commands "
-                "it applies, so a frozen position sensor or a blocked arm is not caught (README, Safety); give the "
-                "robot's firmware its line"
+                "the robot reports no delay line (m = 0): whether the arm follows its commands is reckoned from the "
+                "spec's delay over several states, so a frozen position sensor or a blocked arm is caught 5 steps "
+                "late instead of 2 (README, Safety); give the robot's firmware its line"
             )
         if verdict.accepted or verdict.restart:
             self._anchor = msg
@@ -94,9 +103,9 @@ class Rejections:
             return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), True)
         if reasons[-1] == NOT_FOLLOWING_REASON:  # stop now: the e-stop also drops the commands still in its line
             self._safe_stop(
-                "the arm did not move along the commands its delay line shows applied (implausible_not_following): "
-                "it is blocked (contact?) or its position sensor froze; check the arm and its surroundings before "
-                "resuming"
+                "the arm did not move along the commands it applied (implausible_not_following; by its delay line, "
+                "or by the spec's delay for a robot without one): it is blocked (contact?) or its position sensor "
+                "froze; check the arm and its surroundings before resuming"
             )
             return self._record(msg, EMPTY, self._hold, self._hold, reasons, float("nan"), True)
         if too_often:

@@ -96,6 +96,7 @@ class Resets:
         if self.episodes.current is not None:
             self.episodes.end(None, aborted=True)
         self.line.new_episode()
+        self.unreported.reset()
         if self.sm.state is not LoopState.HOLD:
             self._enter(LoopState.HOLD, why)
         self._hold_count = 0

@@ -27,7 +27,8 @@ used to plan (the loop holds and counts it). The checks, against the last accept
   along the commands the robot's delay line shows applied, at least ``FOLLOW_FRACTION`` of what they move the arm
   at the spec's gain (``not_following``: a frozen position sensor, a blocked arm, a robot that reports commands
   applied that it did not execute). A robot that reports no line says nothing certain, so following is not judged
-  there: its commands may have been lost, and the one-step alignment of commands with motion is unknown.
+  here: the loop reckons it over several states from the commands sent and the spec's delay
+  (``deploy.runtime.unreported_following``).
   Distances, not axes: a command on one axis moves the arm a little on the others (the arm's kinematics), so only
   the length of the motion is bounded by the length of the commands. Margins include ``NOISE_SIGMAS`` standard
   deviations of the spec's noise.
@@ -217,7 +218,7 @@ class StateChecker:
         self.home_error_m = 0.0  # distance of the last HOMED state from the spec's home (metres; 0 before one)
         self._step_m_per_unit = spec.command_scale_m * spec.actuator_gain_max
         self._follow_m_per_unit = [spec.command_scale_m * g for g in spec.actuator_gain]  # nominal gain, per axis
-        self._follow_noise_m = max(self._noise_check_m)  # a projection of the difference of two noisy positions
+        self.follow_noise_m = max(self._noise_check_m)  # a projection of the difference of two noisy positions (m)
         self._speed_m_s = spec.plausible_speed_m_s
         self._still = [0.0] * self._dims  # the motion of a state with no anchor (never mutated)
         self.anchor: _Seen | None = None
@@ -240,6 +241,11 @@ class StateChecker:
         """A HOME was sent: until a state flagged HOMED is accepted, states may be anywhere in the envelope (the arm
         moves home by itself; the HOMED state may be lost)."""
         self._home_expected = True
+
+    @property
+    def home_expected(self) -> bool:
+        """A HOME was sent and its HOMED state not yet accepted: the arm moves by itself (motion is not checked)."""
+        return self._home_expected
 
     def robot_time_local(self, t_robot: float) -> float:
         """The local time (seconds) at which the robot made a state stamped ``t_robot`` (at the fastest transit)."""
@@ -335,7 +341,7 @@ class StateChecker:
         along = sum(m * e for m, e in zip(motion, net, strict=True)) / length
         carried_against = max(0.0, -sum(m * e for m, e in zip(anchor.motion, net, strict=True)) / length)
         path = sum(math.hypot(*e) for e in expected)
-        slack = CARRY_FRACTION * carried_against + REVERSAL_SLACK * (path - length) + self._follow_noise_m
+        slack = CARRY_FRACTION * carried_against + REVERSAL_SLACK * (path - length) + self.follow_noise_m
         return along < FOLLOW_FRACTION * length - slack
 
     def _clock_kind(self, seen: _Seen, anchor: _Seen) -> str:

@@ -420,15 +420,23 @@ def _block_arm(robot: SimRobot) -> None:
     robot.env.action_gain = 0.0
 
 
+@pytest.mark.parametrize("reports_line", [True, False], ids=["line", "no_line"])
 @pytest.mark.parametrize("fault", [_freeze_position, _block_arm], ids=["frozen_sensor", "blocked_arm"])
-def test_an_arm_that_stops_following_its_commands_is_stopped_at_once(fault: Callable[[SimRobot], None]):
+def test_an_arm_that_stops_following_its_commands_is_stopped_at_once(
+    fault: Callable[[SimRobot], None], reports_line: bool
+):
     """Two steps into episode 1, pushing at full speed toward the -y face 32 cm away, the position sensor freezes
     (fresh sequence numbers and stamps, CRC-valid) or the arm is blocked. Before: every frozen state passed every
     check (no motion is always explained), the barrier planned from the frozen position and the arm drove blind
     0.38 m out of the workspace box. Now the first state that shows a command applied without motion is
     ``implausible_not_following`` and the loop safe-stops at once (its e-stop drops the commands in flight): the
-    arm goes at most two full steps past its last true reading and never leaves the box."""
+    arm goes at most two full steps past its last true reading and never leaves the box. A robot that reports no
+    delay line (m = 0) is judged from the commands sent and the spec's delay, over several states: at most five
+    steps (before: 0.72 m blind, 0.40 m out of the box)."""
     robot = SimRobot(mode="lockstep", delay=DELAY, seed=1, control_period_s=PERIOD_S)
+    if not reports_line:
+        robot.faults.pending_length = 0
+    steps_late = 2 if reports_line else 5
     began: list[tuple[int, int]] = []  # (tick, robot steps so far) when the fault began
 
     def inject(controller: Controller, record) -> None:
@@ -445,12 +453,12 @@ def test_an_arm_that_stops_following_its_commands_is_stopped_at_once(fault: Call
     assert began and stops and "implausible_not_following" in stops[0].reason, [t.reason for t in stops]
     assert report.counts["implausible_not_following"] >= 1
     tick, steps = began[0]
-    assert stops[0].tick - tick <= DELAY + 2
+    assert stops[0].tick - tick <= steps_late + 2
     trace = np.array(robot.trace)
     assert len(trace) < TRACE_LEN  # the trace holds every step of the run
     # the first state after the fault is the last true one (the frozen reading); the arm only moves toward -y
     blind_m = trace[steps, Y] - trace[steps:, Y].min()
-    assert blind_m <= 2 * SPEC.command_scale_m * SPEC.actuator_gain_max + OUTSIDE_TOL_M, blind_m
+    assert blind_m <= steps_late * SPEC.command_scale_m * SPEC.actuator_gain_max + OUTSIDE_TOL_M, blind_m
     assert np.all(np.maximum(LOW - trace, trace - HIGH).max(axis=1) <= OUTSIDE_TOL_M)
     assert report.episodes[0].steps == EPISODE_STEPS and not report.episodes[0].aborted
 
@@ -487,14 +495,17 @@ def test_a_robot_that_keeps_rebooting_ends_the_run(max_resets: int):
         assert report.counts.get("robot_reset_storms", 0) == 0
 
 
-def test_a_robot_without_a_delay_line_is_named_as_unchecked_for_following(caplog: pytest.LogCaptureFixture):
-    """A robot that reports no delay line says nothing of which commands it applied, so a frozen sensor on it is not
-    caught (measured: the arm drove 0.72 m blind). The run says so once, in the log and the counts, rather than
-    letting the operator believe the check covers it."""
+def test_a_robot_without_a_delay_line_is_named_as_checked_coarsely(caplog: pytest.LogCaptureFixture):
+    """A robot that reports no delay line says nothing of which commands it applied, so following is only reckoned
+    from the spec's delay, and a frozen sensor is caught later than on a robot with a line. The run says so once,
+    in the log and the counts, and serves its goals (an honest arm, no false stop)."""
     robot = SimRobot(mode="lockstep", delay=DELAY, seed=1, control_period_s=PERIOD_S)
     robot.faults.pending_length = 0  # m = 0: "I cannot report my line"
-    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, hold_ticks=3, max_ticks=60)
+    config = LoopConfig(period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, hold_ticks=3, max_ticks=120)
     with caplog.at_level("WARNING", logger="deploy.runtime.loop_rejections"):
-        run = run_loop(DelayAwareP(), seeded_goals([0]), config, SPEC, robot)
+        goals = GoalSource([(1.30, 0.80, 0.55), (1.40, 0.70, 0.50)])  # above the table (the gripper stops at 0.42 m)
+        run = run_loop(DelayAwareP(), goals, config, SPEC, robot)
     assert run.report.counts["no_delay_line"] == 1
     assert sum("reports no delay line" in r.getMessage() for r in caplog.records) == 1
+    assert run.report.counts.get("safe_stops", 0) == 0
+    assert [e.aborted for e in run.report.episodes] == [False, False]
