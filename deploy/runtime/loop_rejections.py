@@ -66,6 +66,7 @@ class Rejections:
             if homed or home_expected:
                 self.unreported.reset()  # the arm moved home by itself
             elif self.unreported.not_following(msg.state[self._pos].tolist()):
+                # the checker took it as its anchor; the immediate safe stop resets the checker (and this window)
                 self.counts[NOT_FOLLOWING_REASON] += 1
                 return Verdict(False, NOT_FOLLOWING)
         if verdict.accepted and not msg.pending and not self.counts[NO_DELAY_LINE]:

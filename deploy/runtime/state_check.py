@@ -140,6 +140,21 @@ DEFAULT_RESYNC_STATES = 3
 MSGS_PER_STEP = 2  # messages a robot may number per control step or per message it answers (a state + an error)
 
 
+def net_move(expected: list[list[float]]) -> tuple[list[float], float, float]:
+    """Of the moves commands should make (metres per axis, one row each): the net move, its length and the path
+    (their summed lengths), metres."""
+    net = [sum(axis) for axis in zip(*expected, strict=True)]
+    return net, math.hypot(*net), sum(math.hypot(*e) for e in expected)
+
+
+def falls_short(motion: list[float], net: list[float], length: float, path: float, slack_m: float) -> bool:
+    """Whether ``motion`` (metres) went less far along the commands' ``net`` move (of ``length`` > 0 and ``path``,
+    from ``net_move``) than ``FOLLOW_FRACTION`` of it, allowing ``REVERSAL_SLACK`` of the path beyond the net move
+    (the arm lags each reversal) and ``slack_m`` more (carried motion, noise): the arm did not follow them."""
+    along = sum(m * e for m, e in zip(motion, net, strict=True)) / length
+    return along < FOLLOW_FRACTION * length - REVERSAL_SLACK * (path - length) - slack_m
+
+
 class Verdict(NamedTuple):
     """The check of one state.
 
@@ -334,15 +349,11 @@ class StateChecker:
             return False
         gains = self._follow_m_per_unit
         expected = [[u * k for u, k in zip(move, gains, strict=True)] for move in moves]
-        net = [sum(axis) for axis in zip(*expected, strict=True)]
-        length = math.hypot(*net)
+        net, length, path = net_move(expected)
         if length < MIN_FOLLOW_M:
             return False
-        along = sum(m * e for m, e in zip(motion, net, strict=True)) / length
         carried_against = max(0.0, -sum(m * e for m, e in zip(anchor.motion, net, strict=True)) / length)
-        path = sum(math.hypot(*e) for e in expected)
-        slack = CARRY_FRACTION * carried_against + REVERSAL_SLACK * (path - length) + self.follow_noise_m
-        return along < FOLLOW_FRACTION * length - slack
+        return falls_short(motion, net, length, path, CARRY_FRACTION * carried_against + self.follow_noise_m)
 
     def _clock_kind(self, seen: _Seen, anchor: _Seen) -> str:
         """The time/sequence fault of ``seen`` relative to ``anchor`` ("" if none)."""

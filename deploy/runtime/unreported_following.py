@@ -24,7 +24,7 @@ from collections import deque
 
 from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
-from deploy.runtime.state_check import CARRY_FRACTION, FOLLOW_FRACTION, REVERSAL_SLACK
+from deploy.runtime.state_check import CARRY_FRACTION, falls_short, net_move
 
 WINDOW_STATES = 8  # accepted states kept: the newest is judged against each of the others
 # Metres of certain net command below which following is not judged: twice the line check's MIN_FOLLOW_M, since
@@ -87,28 +87,26 @@ class UnreportedFollowing:
         return self._moves[-1 - age] if 0 <= age < len(self._moves) else None
 
     def _short(self, position: list[float], start: list[float], before: list[float], sent_j: int, sent_n: int) -> bool:
+        """Judge the newest state (``position``, made after ``sent_n`` commands) against an earlier one (``start``,
+        after ``sent_j``; ``before``: the state ahead of it, for the motion carried into the window)."""
         first, last = max(sent_j + self._after_start + 1, self._void_through + 1), sent_n - self._before_end
         if last < first:
             return False
         certain = [self._move(n) for n in range(first, last + 1)]
         if any(m is None for m in certain):
             return False
-        net = [sum(axis) for axis in zip(*certain, strict=True)]  # type: ignore[misc]
-        length = math.hypot(*net)
+        net, length, path = net_move(certain)  # type: ignore[arg-type]
         if length < MIN_UNREPORTED_FOLLOW_M:
             return False
-        unit = [v / length for v in net]
         edges = [
             *range(max(first - self._edge, self._void_through + 1), first),
             *range(last + 1, last + 1 + self._edge),
         ]
-        against = 0.0
+        against = 0.0  # what the commands perhaps applied at either end may have moved the arm against the net move
         for number in edges:
             move = self._move(number)
             if move is not None:
-                against += max(0.0, -sum(m * u for m, u in zip(move, unit, strict=True)))
-        path = sum(math.hypot(*m) for m in certain)  # type: ignore[misc]
-        along = sum((p - s) * u for p, s, u in zip(position, start, unit, strict=True))
+                against += max(0.0, -sum(m * e for m, e in zip(move, net, strict=True)) / length)
+        motion = [p - s for p, s in zip(position, start, strict=True)]
         carried = math.dist(start, before)  # any direction: without a line the arm's own settling is not known
-        slack = against + REVERSAL_SLACK * (path - length) + CARRY_FRACTION * carried + self._noise_m
-        return along < FOLLOW_FRACTION * length - slack
+        return falls_short(motion, net, length, path, against + CARRY_FRACTION * carried + self._noise_m)
