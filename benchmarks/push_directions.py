@@ -38,11 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from benchmarks.learning import TASKS, build_model, peak_rss_mib  # noqa: E402
+from envs.object_approach import GRIPPER_XYZ, OBJECT_XYZ  # noqa: E402  (the Fetch object task observation, m)
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GRIPPER_XY = slice(0, 2)  # Fetch object task observation: gripper position x, y (m)
-OBJECT_XY = slice(3, 5)  # Fetch object task observation: object position x, y (m)
-GOAL_XY = slice(0, 2)  # desired/achieved goal x, y (m)
+XY = slice(0, 2)  # the table's plane: x, y of a position (m)
 # Sector edges in cosine with the approach direction: straight on, sideways (two halves), back.
 SECTORS = (("straight on", 0.7, 1.01), ("sideways +", 0.0, 0.7), ("sideways -", -0.7, 0.0), ("back", -1.01, -0.7))
 MIN_DIRECTION_M = 1e-3  # a displacement shorter than this has no direction
@@ -67,13 +66,13 @@ def roll_out(model: Any, env: Any, n_rounds: int, deterministic: bool) -> dict[s
     steps = model.n_steps
     for _ in range(n_rounds):
         obs = env.reset()
-        rows["gripper0"].append(obs["observation"][:, GRIPPER_XY].copy())
-        rows["block0"].append(obs["observation"][:, OBJECT_XY].copy())
-        rows["goal"].append(obs["desired_goal"][:, GOAL_XY].copy())
+        rows["gripper0"].append(obs["observation"][:, GRIPPER_XYZ][:, XY].copy())
+        rows["block0"].append(obs["observation"][:, OBJECT_XYZ][:, XY].copy())
+        rows["goal"].append(obs["desired_goal"][:, XY].copy())
         infos: list[dict[str, Any]] = []
         for _ in range(steps):
             obs, _, _, infos = env.step(model.predict(obs, deterministic=deterministic)[0])
-        rows["block_end"].append(np.array([info["terminal_observation"]["achieved_goal"][GOAL_XY] for info in infos]))
+        rows["block_end"].append(np.array([info["terminal_observation"]["achieved_goal"][XY] for info in infos]))
         rows["success"].append(np.array([float(info["is_success"]) for info in infos]))
     return {k: np.concatenate(v) for k, v in rows.items()}
 

@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from envs.object_approach import GRIPPER_XYZ, OBJECT_XYZ  # the Fetch object task observation's positions (m)
 from robot_grpo.buffers import HindsightGroupBuffer, RelabelledCopies
 
-GRIPPER_XYZ = slice(0, 3)  # Fetch object task observation: gripper position (m)
-OBJECT_XYZ = slice(3, 6)  # Fetch object task observation: object position (m)
 REACH_COEF = 10.0  # reward per metre of approach to the pushing pose
 GOAL_COEF = 10.0  # reward per metre of block progress toward the goal
 BEHIND_M = 0.05  # pushing pose: this far behind the block's centre on the goal line (block half-size 2.5 cm)
