@@ -186,6 +186,16 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # last 8% / 6% (push_probe_over_block_1m.md; the launch file: best 10% / 6%, last 6% / 2%), the std falling
     # 0.60 -> 0.16 / 0.12 and the share of episodes that move the block 0.6 -> 0.28 as before.
     "over_block_potential": {"rollout_buffer_class": "PushPotentialBuffer"},
+    # over_block_potential keeping its exploration: a floor at std 0.37 (log -1.0), reached near 250k env steps.
+    # ... no better: unseen seeds 1000 / 1001 best 18% / 10%, second-half mean 11% / 7%, last 12% / 10%; the block
+    # still moves in 36% / 49% of the last episodes (push_probe_over_block_floor_1m.md).
+    "over_block_potential_std_floor_0.37": {"rollout_buffer_class": "PushPotentialBuffer", "min_log_std": -1.0},
+    # over_block_potential with advantages divided by the batch's std, not each group's: the shaping makes every
+    # member's return differ a little in every (group, step) cell, and the group scale blows millimetres of
+    # difference up to unit advantages (Dr. GRPO's point).
+    # ... worse: best 8% / 8%, second-half mean 6% / 7%, and the block moved in 3% / 2% of the last episodes
+    # (push_probe_over_block_batch_1m.md): the group scale is what keeps the small differences ranked.
+    "over_block_potential_batch_scale": {"rollout_buffer_class": "PushPotentialBuffer", "scale_advantages": "batch"},
     # approach_10 with the distance term, advantages scaled by the batch's std (as distance_10_batch_scale).
     "approach_10_distance_10": {
         "bound_coef": 1.0,
