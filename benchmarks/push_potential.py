@@ -9,11 +9,12 @@ goal, going over the block rather than through it, and for the block's progress 
     reach_m   = |grip_xy - pre_xy| + |grip_z - z_target|,  pre_xy = block_xy - behind_m * unit(g_xy - block_xy)
     z_target  = block_z + lift_m while |grip_xy - pre_xy| > near_m, else block_z
 
-and adds ``Phi(s_{t+1}, g) - Phi(s_t, g)`` to each step's reward (potential-based shaping, Ng et al. 1999: it does
-not change which policy is optimal). The goal enters Phi, so the buffer rescores it under every relabelled goal;
-the last step of an episode gets none (the state after it is not stored). Success and the start-goal test still
-read the env's sparse reward. This is a probe of the idea, kept beside the probe: it reads the Fetch object task's
-observation layout, which the learning library must not know.
+and adds ``Phi(s_{t+1}, g) - Phi(s_t, g)`` to each step's reward. That is potential-based shaping (Ng et al. 1999),
+which leaves the optimal policy unchanged when the difference is discounted with the learner's gamma; here it is
+undiscounted and the last step of an episode gets none (the state after it is not stored), so the invariance is only
+approximate. The goal enters Phi, so the buffer rescores it under every relabelled goal. Success and the start-goal
+test still read the env's sparse reward. This is a probe of the idea, kept beside the probe: it reads the Fetch object
+task's observation layout, which the learning library must not know.
 """
 
 from __future__ import annotations
