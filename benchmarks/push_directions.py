@@ -104,9 +104,7 @@ def run_one(seed: int, budget: int, n_rounds: int) -> dict[str, Any]:
     import torch as th
     from stable_baselines3.common.env_util import make_vec_env
 
-    import envs  # noqa: F401  (registers the ids)
-
-    th.set_num_threads(1)
+    th.set_num_threads(1)  # (the ids are registered: envs.object_approach, imported above, imports envs)
     task = TASKS["push"]
     model = build_model(task, "grpo", seed)
     env = make_vec_env(task.env_id, n_envs=model.n_envs, seed=seed + 1, env_kwargs=task.env_kwargs)

@@ -50,12 +50,12 @@ from benchmarks.learning import (  # noqa: E402
     grpo_hyperparameters,
     peak_rss_mib,
 )
+from envs.object_approach import GRIPPER_XYZ  # noqa: E402  (the Fetch object task observation, m)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RECENT_ROLLOUTS = 5  # rollouts averaged into block_moved
 ENV_KWARGS = "env_kwargs"  # a variant's key for env overrides (merged into the task's), not a GRPO argument
-GRIPPER_XYZ = slice(0, 3)  # FetchPush observation: gripper xyz, block xyz, block - gripper, ...
-GRIPPER_TO_BLOCK = slice(6, 9)
+GRIPPER_TO_BLOCK = slice(6, 9)  # FetchPush observation: gripper xyz, block xyz, block - gripper, ...
 
 # Overrides of the launch file's hyperparameters (rollout buffer options are merged into the launch file's, not
 # replaced). Each of DEFAULT_VARIANTS adds one change to the one before it; the 24-group variant changes the batch
