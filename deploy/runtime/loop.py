@@ -1,37 +1,40 @@
-"""The robot controller: a deadline-paced loop from robot state to safe command, over the wire link.
+"""The robot controller: a deadline-paced state machine over parts that own their state.
 
-One period = one tick. The loop's clock is ``next_tick += period`` (never ``sleep(period)`` after compute): in
-each period it waits on the link for the robot's next fresh state until the period's deadline, answers it at once
-(state frame in -> command frame out is the tick latency), then keeps reading until the deadline. A state that
-arrives after this period's command waits for the next tick, so the loop never runs faster than the period.
+One period = one tick. The loop's clock is ``next_tick += period`` (never ``sleep(period)`` after compute): in each
+period it waits on the link for the robot's next fresh state until the period's deadline, answers it at once (state
+frame in -> command frame out is the tick latency), then keeps reading until the deadline. A state that arrives after
+this period's command waits for the next tick, so the loop never runs faster than the period.
 
-The loop believes nothing it has not checked. Per fresh state:
+The parts, each with its own fields and tests:
 
-    frame    dropped at decode if it cannot be a state of this robot (RobotLink, state_frames.py)
-    check    StateChecker (state_check.py): time, sequence, envelope, speed, motion the commands explain
-             -> an implausible state is held and counted; ``max_implausible_states`` in a row -> safe stop;
-                a confirmed restart of the robot's clock and sequence -> hold, then re-home
-    in RUN:
-    history  <- the robot's reported delay line (StateMsg.pending) mapped to the commands this loop sent
-    obs      =  contract.flat_observation(state, history, goal)   (= flatten(build(...)))
-    proposed =  policy(obs)                    (PolicyGuard: NaN/raise/overrun held; too long -> safe stop)
-    sent     =  filter_action(position bounds, in flight, proposed, previous, state age, limits)
+    RobotLink      (robot_link.py)     the port: open, reopen, send, poll, decode
+    StateInbox     (state_inbox.py)    which received state is answered next; the robot's step rate
+    StateIntake    (state_intake.py)   the checks of a state, the anchor, the position bound, rejections
+    Homing         (homing.py)         HOME, its answer, resends, round trips
+    ResetHistory   (robot_resets.py)   the robot's own restarts and homings over time
+    EpisodeTracker (episodes.py)       the goals served and their results
+    CommandPath    (command_path.py)   observation -> guarded policy -> safety filter; the previous command
+    CommandLine    (command_line.py)   the commands in flight and the policy's action history
+    StopLatch      (stop_latch.py)     the e-stop in force and its acknowledgement
+    TickStats, StateMachine, the tick log
 
-The state age is measured from when the robot made the state (its stamp plus the checker's clock offset, taken
-from accepted states only), so one bad stamp cannot age every later state. A period with no fresh state sends a
-heartbeat, or the hold once the state is older than ``watchdog_hold_s``; past ``watchdog_stop_s`` the loop stops
-safely. In safe stop the e-stop repeats every period until the robot acknowledges it (ESTOP_ACTIVE); then, when
-the robot answers again: fresh states -> hold -> home -> run. The state machine is in ``state_machine.py``,
-episodes in ``episodes.py``; the stop command goes out in ``finally`` and repeats until acknowledged.
+This class paces the ticks, owns the link's traffic and offers the actions (send a command, a heartbeat, an e-stop,
+a HOME; enter a mode; stop; record a tick); what each mode does with a state is decided by ``ModeRules``
+(``loop_modes.py``), which asks the parts and acts through these actions.
+
+The state age is measured from when the robot made the state (its stamp plus the checker's clock offset, taken from
+accepted states only). A period with no fresh state sends a heartbeat, or the hold once the state is older than
+``watchdog_hold_s``; past ``watchdog_stop_s`` the loop stops safely. In safe stop the e-stop repeats every period
+until the robot acknowledges it; then, when the robot answers again: fresh states -> hold -> home -> run. The stop
+command goes out in ``finally`` and repeats until acknowledged.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import math
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -40,26 +43,27 @@ import numpy as np
 from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
 from deploy.runtime.command_line import CommandLine
+from deploy.runtime.command_path import CommandPath
 from deploy.runtime.episodes import EpisodeTracker
 from deploy.runtime.goals import Episode, GoalSource
+from deploy.runtime.homing import Homing
 from deploy.runtime.loop_config import LoopConfig
-from deploy.runtime.loop_states import ACTIVE_MODES, ESTOP_ACTIVE, HOMED, StateHandling
+from deploy.runtime.loop_modes import ACTIVE_MODES, ESTOP_ACTIVE, ModeRules
 from deploy.runtime.policy_guard import PolicyGuard
+from deploy.runtime.policy_worker import PolicyWorker
 from deploy.runtime.realtime import enter_realtime
-from deploy.runtime.rejection_window import RejectionWindow
 from deploy.runtime.robot_link import RobotLink
+from deploy.runtime.robot_resets import ResetHistory
 from deploy.runtime.run_report import RunReport
-from deploy.runtime.safety import (
-    InterventionCounter,
-    SafetyLimits,
-)
-from deploy.runtime.state_check import StateChecker, Verdict
+from deploy.runtime.safety import FilterResult, InterventionCounter, SafetyLimits
+from deploy.runtime.state_check import StateChecker
+from deploy.runtime.state_inbox import StateInbox
+from deploy.runtime.state_intake import StateIntake
 from deploy.runtime.state_machine import LoopState, StateMachine
-from deploy.runtime.state_rate import StateRateCheck
+from deploy.runtime.stop_latch import StopLatch
 from deploy.runtime.tick_record import EMPTY, NO_EPISODE, TickRecord, check_policy_id
 from deploy.runtime.ticklog import TickLogWriter
 from deploy.runtime.timing import TickStats
-from deploy.runtime.unreported_following import UnreportedFollowing
 from deploy.wire import (
     DEFAULT_BAUDRATE,
     CommandMsg,
@@ -67,22 +71,19 @@ from deploy.wire import (
     EStopMsg,
     EStopReason,
     HeartbeatMsg,
+    HomeMsg,
     Link,
     Message,
     StateMsg,
-    seq_newer,
 )
 
 logger = logging.getLogger(__name__)
 
 Policy = Callable[[np.ndarray], np.ndarray]
 MAX_STATES_PER_TICK = 2  # one command per tick; a second state only to answer a HOMED state without waiting
-ROUND_TRIP_SAMPLES = 16  # HOME round trips remembered for the retry interval
-# Flags that mark a moment (the state right after a HOME), not a level: such a state is never skipped for a newer one
-EVENT_FLAGS = HOMED
 
 
-class Controller(StateHandling):
+class Controller:
     """The fixed-rate controller (see the module docstring).
 
     :param port: a port name / pyserial URL (opened in CONNECT, reopened after a port failure) or an open ``Link``.
@@ -95,7 +96,9 @@ class Controller(StateHandling):
     :param ticklog: where every tick is appended (None: not logged).
     :param on_tick: called after every tick with (controller, record or None when nothing was commanded):
         monitoring and test hooks.
-    :param clock: monotonic clock in seconds (the robot's timestamps need not share it).
+    :param clock: monotonic clock in seconds (the robot's timestamps need not share it). On ``time.monotonic`` the
+        policy runs on a worker thread and a tick waits for it only until its deadline; on any other clock (a test's)
+        it is called inline, since such a clock cannot time a thread.
     :param checker_class: the state checker (``StateChecker``; a benchmark swaps in one that accepts everything to
         measure what the checks cost).
     :param baudrate: line rate of a named serial port, bit/s (ignored by ptys, sockets and a given ``Link``).
@@ -127,67 +130,50 @@ class Controller(StateHandling):
             raise ValueError(f"goals are {goals.goal_dim}-D but the contract's goal is {contract.goal_dim}-D")
         if contract.action_dim < limits.position_dims:
             raise ValueError(f"the contract's {contract.action_dim}-D action has no {limits.position_dims}-D move")
-        self.contract = contract
-        self.spec = spec
-        self.limits = limits
-        self.period_s = float(self.config.period_s or contract.control_period_s)
-        self.ticklog = ticklog
-        self.on_tick = on_tick
-        self._clock = clock
-        self.sm = StateMachine()
-        self.stats = TickStats(self.period_s)
-        self.interventions = InterventionCounter()
-        self.counts: Counter[str] = Counter()
-        self.robot_link = RobotLink(
-            port, self.counts, self.config.reconnect_interval_s, clock, contract, baudrate, sleep
-        )
-        self.robot_errors: Counter[int] = Counter()
-        self.episodes = EpisodeTracker(
-            goals, slice(*contract.position_slice), self.config.success_radius_m, self.config.max_episode_steps
-        )
-        self.checker = checker_class(spec, contract, self.period_s, resync_states=self.config.resync_states)
         if spec.home_position_m is None:
             logger.warning(
                 "robot spec %s has no home pose: a glitched HOMED state cannot be told from the arm at home, and the "
                 "first command of each episode is planned from it; `robot-grpo calibrate` measures the home",
                 spec.robot_id,
             )
-        self.rate = StateRateCheck(self.period_s)
-        self.guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock, check_policy_id(policy_id))
+        self.contract, self.spec, self.limits = contract, spec, limits
+        self.period_s = float(self.config.period_s or contract.control_period_s)
+        self.ticklog, self.on_tick = ticklog, on_tick
+        self._clock = clock
+        self.sm = StateMachine()
+        self.stats = TickStats(self.period_s)
+        self.interventions = InterventionCounter()
+        self.counts: Counter[str] = Counter()
+        self.robot_errors: Counter[int] = Counter()
+        self.robot_link = RobotLink(
+            port, self.counts, self.config.reconnect_interval_s, clock, contract, baudrate, sleep
+        )
+        self.episodes = EpisodeTracker(
+            goals, slice(*contract.position_slice), self.config.success_radius_m, self.config.max_episode_steps
+        )
         self.line = CommandLine(contract, spec.delay_range[1], self.counts, limits.position_dims)
-        self.unreported = UnreportedFollowing(spec, contract, self.checker.follow_noise_m)  # robots without a line
+        self.intake = StateIntake(spec, contract, self.period_s, self.config, self.line, self.counts, checker_class)
+        self.inbox = StateInbox(self.counts, self.period_s)
+        self.homing = Homing(self.config, self.period_s, spec.homing_s)
+        self.resets = ResetHistory(self.config.max_robot_resets, self.config.robot_reset_window_s)
+        self.latch = StopLatch(self.counts, limits.watchdog_stop_s)
+        worker = PolicyWorker() if clock is time.monotonic else None
+        guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock, check_policy_id(policy_id), worker)
+        self.path = CommandPath(contract, limits, self.line, guard)
+        self.modes = ModeRules(self)
         self.tick = 0
-        self._pos = slice(*contract.position_slice)
-        self._dims = limits.position_dims
-        self._hold = contract.hold()
-        self._previous = contract.hold()
-        self._last_state_seq: int | None = None
-        self._anchor: StateMsg | None = None  # the last accepted state
-        self._anchor_sent_seq: int | None = None  # the newest command sent when the anchor was accepted
-        self._bounds: tuple[np.ndarray, np.ndarray] | None = None  # where the gripper is, per the last check
-        self._last_valid_t = -math.inf  # local time the newest accepted state was made (estimated)
-        self._fresh: tuple[float, StateMsg] | None = None
-        self._after_event: tuple[float, StateMsg] | None = None  # the newest state read after a waiting HOMED one
-        self._repeats_since_fresh = 0  # states since the last new one that repeated its sequence number
-        self._to_note: tuple[float, StateMsg, Verdict] | None = None  # accepted, its bookkeeping after the answer
+        self.position_slice = slice(*contract.position_slice)
+        self.hold = contract.hold()  # the hold command (zeros)
+        self.mode_since = 0.0  # when the current mode was entered (seconds, the loop's clock)
+        self.deadline = 0.0  # the current tick's deadline (seconds, the loop's clock)
         self._generation = 0
         self._window_start = 0.0
-        self._next_tick = 0.0
-        self._hold_count = 0
-        self._implausible_run = 0
-        self._rejections = RejectionWindow(self.config.rejection_window_states, self.config.max_rejected_in_window)
-        self._home_tick = 0
-        self._home_retries_run = 0  # HOMEs resent for the current episode without an answer
-        self._robot_resets: deque[tuple[float, str]] = deque()  # (loop time, reason) of the recent robot resets
-        self._homes_unanswered = 0  # HOMEs of the current episode whose HOMED answer has not come (resent included)
-        self._homing_counts_at_start = (0, 0)  # Homing._homing_faults() when the current episode's first HOME went
-        self._home_sent_t = 0.0
-        self._round_trips: deque[float] = deque(maxlen=ROUND_TRIP_SAMPLES)
-        self._mode_since = 0.0
-        self._stop_acked = True
-        self._stop_seq: int | None = None  # the newest robot state seen when the e-stop in force went out
-        self._commanded = False
+        self._commanded = False  # a command went out this tick
         self._stopped_episode: Episode | None = None  # the episode the last safe stop aborted in RUN (its record)
+
+    def home_retry_ticks(self) -> int:
+        """Ticks a HOME's answer is waited for before it is resent (``Homing.retry_ticks``)."""
+        return self.homing.retry_ticks()
 
     # Run -----------------------------------------------------------------------------------------------------
     def run(self) -> RunReport:
@@ -198,14 +184,17 @@ class Controller(StateHandling):
             if self.config.freeze_gc:  # before the first message: the robot's first answer must not wait for it
                 gc.collect()
                 gc.freeze()
-            self._connect()
-            self._next_tick = self._clock() + self.period_s
+            self.mode_since = self._clock()
+            self.sm.to(LoopState.WAIT_FRESH, self.tick, f"connected to {self.robot_link.name}")
+            self.heartbeat()
+            self.deadline = self._clock() + self.period_s
             while self.sm.state is not LoopState.DONE:
                 self._run_tick()
                 if self.config.max_ticks is not None and self.tick >= self.config.max_ticks:
-                    self._finish("tick limit reached")
+                    self.finish("tick limit reached")
         finally:
             self._shutdown()
+            self.path.guard.close()
             if self.config.freeze_gc:
                 gc.unfreeze()
             restore_scheduler()
@@ -223,28 +212,20 @@ class Controller(StateHandling):
             ticks=self.tick,
         )
 
-    def _connect(self) -> None:
-        self._mode_since = self._clock()
-        self.sm.to(LoopState.WAIT_FRESH, self.tick, f"connected to {self.robot_link.name}")
-        self._heartbeat()
-
     def _shutdown(self) -> None:
         """Hold, then e-stop repeated every period until acknowledged (at most ``stop_ack_timeout_s``); close a
-        port we opened; end in DONE. Never raises on a dead link.
-
-        The e-stop goes out at most once per period on the loop's clock (``next_estop += period``): other frames
-        (ACKs, errors, malformed states) end a read early but not the wait, so a chatty robot is not flooded."""
+        port we opened; end in DONE. Never raises on a dead link. The e-stop goes out at most once per period on
+        the loop's clock: other frames end a read early but not the wait, so a chatty robot is not flooded."""
         if self.robot_link.is_open:
-            self._send(CommandMsg(self._next_seq(), self._clock(), self._hold))
-            self._stop_acked = False
-            self._stop_seq = self._last_state_seq
+            self._send(CommandMsg(self.robot_link.next_seq(), self._clock(), self.hold))
+            self.latch.engage(self.inbox.last_seq)
             next_estop = self._clock()
             deadline = next_estop + self.config.stop_ack_timeout_s
-            while not self._stop_acked and self.robot_link.ok and self._clock() < deadline:
-                self._send(EStopMsg(self._next_seq(), self._clock(), EStopReason.RUNTIME_EXIT))
+            while not self.latch.acked and self.robot_link.ok and self._clock() < deadline:
+                self._send(EStopMsg(self.robot_link.next_seq(), self._clock(), EStopReason.RUNTIME_EXIT))
                 next_estop += self.period_s
                 self._await_stop_ack(min(next_estop, deadline))
-            if not self._stop_acked:
+            if not self.latch.acked:
                 self.counts["stop_not_acknowledged"] += 1
         if self.episodes.current is not None:
             self.episodes.end(None, aborted=True)
@@ -252,48 +233,46 @@ class Controller(StateHandling):
         self.robot_link.close()
 
     def _await_stop_ack(self, until: float) -> None:
-        """Read the link until the robot acknowledges the stop (a state flagged ESTOP_ACTIVE) or the loop's clock
-        reaches ``until`` (seconds)."""
-        while not self._stop_acked and self.robot_link.ok and (remaining := until - self._clock()) > 0:
+        """Read the link until the robot acknowledges the stop or the loop's clock reaches ``until`` (seconds)."""
+        while not self.latch.acked and self.robot_link.ok and (remaining := until - self._clock()) > 0:
             for msg in self.robot_link.poll(remaining):
-                if isinstance(msg, StateMsg) and msg.flags & ESTOP_ACTIVE and self._answers_stop(msg):
-                    self._stop_acked = True
+                if isinstance(msg, StateMsg) and msg.flags & ESTOP_ACTIVE:
+                    self.latch.acknowledge_if(msg.seq)
 
-    def _finish(self, reason: str) -> None:
+    def finish(self, reason: str) -> None:
+        """End the run (DONE), aborting the episode under way."""
         if self.episodes.current is not None:
             self.episodes.end(None, aborted=True)
         self.sm.to(LoopState.DONE, self.tick, reason)
 
     # One tick ----------------------------------------------------------------------------------------------------
     def _run_tick(self) -> None:
-        deadline = self._next_tick
+        deadline = self.deadline
         self._window_start = now = self._clock()
         lateness = now - (deadline - self.period_s)
         self.stats.on_wake(lateness)
         self.robot_link.reconnect_if_due()
         if self.robot_link.generation != self._generation:  # a reopened port: trust no old reference
             self._generation = self.robot_link.generation
-            self.checker.reset()
-            self.unreported.reset()
-            self.rate.reset()
-            self._on_reconnect()
+            self.intake.restart_checks()
+            self.inbox.rate.reset()
+            self.modes.on_reconnect()
         record: TickRecord | None = None
         self._commanded = False
         handled = 0
         while self.sm.state is not LoopState.DONE:
-            if self._fresh is not None and handled < MAX_STATES_PER_TICK:
-                t_read, msg = self._fresh
-                self._fresh, self._after_event = self._after_event, None  # the state after an event is next
+            if self.inbox.waiting and handled < MAX_STATES_PER_TICK:
+                t_read, msg = self.inbox.take()  # type: ignore[misc]
                 handled += 1
-                record = self._on_state(max(t_read, self._window_start), msg) or record
-                self._note_accepted()
+                record = self.modes.on_state(max(t_read, self._window_start), msg) or record
+                self.modes.note_accepted()
                 if self._commanded or self.sm.state is not LoopState.HOMING:
                     break
                 continue  # a HomeMsg went out this tick: answer the new episode's first state at once
             remaining = deadline - self._clock()
             if remaining <= 0:
                 if not handled:
-                    record = self._on_silence()
+                    record = self.modes.on_silence()
                 else:
                     self.robot_link.take_rejected()  # a good state came too: the malformed ones are only counted
                 break
@@ -307,12 +286,12 @@ class Controller(StateHandling):
         if self.on_tick is not None:
             self.on_tick(self, record)
         self.tick += 1
-        self._next_tick += self.period_s
-        behind = self._clock() - self._next_tick
+        self.deadline += self.period_s
+        behind = self._clock() - self.deadline
         if behind > 0:  # whole periods were missed: skip them rather than run a burst of late ticks
             missed = int(behind // self.period_s) + 1
             self.stats.overruns += missed
-            self._next_tick += missed * self.period_s
+            self.deadline += missed * self.period_s
 
     # Receiving ---------------------------------------------------------------------------------------------------
     def _receive(self, timeout_s: float) -> None:
@@ -323,95 +302,100 @@ class Controller(StateHandling):
 
     def _handle(self, msg: Message, t: float) -> None:
         if isinstance(msg, StateMsg):
-            self.counts["states"] += 1
-            last = self._last_state_seq
-            if last is not None and msg.seq == last:
-                self.counts["stale_seq"] += 1  # the same state again: a frozen sensor or a duplicate
-                self._repeats_since_fresh += 1
-                return
-            self._repeats_since_fresh = 0
-            if last is not None and not seq_newer(msg.seq, last):
-                self.counts["old_seq"] += 1  # a replay, or a robot that restarted: the checker decides
-                if self._fresh is not None:
-                    return  # a newer state is waiting: the old one cannot matter more
-            self._last_state_seq = msg.seq
-            self._check_rate(msg)
-            waiting = self._fresh
-            if waiting is not None and waiting[1].flags & EVENT_FLAGS and not msg.flags & EVENT_FLAGS:
-                # The event state (HOMED) is answered first and becomes the anchor; the newest state after it waits
-                # and is checked against it. Handing the flag on to it instead would take one glitched state, read
-                # with the HOMED one, for the home pose, unchecked, and plan the episode's first command from it.
-                if self._after_event is not None:
-                    self.counts["skipped_states"] += 1
-                self._after_event = (t, msg)
-                return
-            if waiting is not None:
-                self.counts["skipped_states"] += 1
-            self._fresh = (t, msg)
+            if self.inbox.put(msg, t):
+                self.modes.check_rate(msg)
         elif isinstance(msg, EStopMsg):
             self.counts["robot_estops"] += 1
             if self.sm.state in ACTIVE_MODES:
-                self._safe_stop(f"robot e-stop (reason {msg.reason})", send_estop=False)
+                self.safe_stop(f"robot e-stop (reason {msg.reason})", send_estop=False)
         elif isinstance(msg, ErrorMsg):
             self.robot_errors[msg.code] += 1
         else:
             self.counts[f"ignored_{type(msg).__name__}"] += 1
 
-    # Safety -------------------------------------------------------------------------------------------------------
-    def _safe_stop(self, reason: str, send_estop: bool = True) -> None:
+    # Actions (used by ModeRules) -------------------------------------------------------------------------------
+    def clock(self) -> float:
+        """The loop's clock (seconds)."""
+        return self._clock()
+
+    def safe_stop(self, reason: str, send_estop: bool = True) -> None:
         """Hold now, e-stop the robot (repeated until acknowledged), abort the episode; SAFE_STOP until the robot
         answers again."""
         self.counts["safe_stops"] += 1
         self._stopped_episode = self.episodes.current if self.sm.state is LoopState.RUN else None
-        self._send_command(self._hold)
-        self._stop_acked = not send_estop
-        self._stop_seq = self._last_state_seq
+        self.send_command(self.hold)
+        self.latch.engage(self.inbox.last_seq, needs_ack=send_estop)
         if send_estop:
-            self._send(EStopMsg(self._next_seq(), self._clock(), EStopReason.WATCHDOG))
+            self._send(EStopMsg(self.robot_link.next_seq(), self._clock(), EStopReason.WATCHDOG))
         if self.episodes.current is not None:
             self.episodes.end(None, aborted=True)
-        self._fresh = self._after_event = None
-        self._implausible_run = 0
-        self._rejections.reset()
-        self.checker.reset()  # after the stop, the robot is re-homed: the next accepted state is the new anchor
-        self.unreported.reset()
-        self._anchor = None
+        self.inbox.clear()
+        self.intake.reset()  # after the stop, the robot is re-homed: the next accepted state is the new anchor
         logger.warning("safe stop at tick %d: %s", self.tick, reason)
-        self._enter(LoopState.SAFE_STOP, reason)
+        self.enter(LoopState.SAFE_STOP, reason)
         if not self.config.recover:
-            self._finish(f"safe stop ({reason}); recover=False")
+            self.finish(f"safe stop ({reason}); recover=False")
 
-    # Sending ------------------------------------------------------------------------------------------------------
-    def _next_seq(self) -> int:
-        return self.robot_link.next_seq()
+    def send_estop(self) -> None:
+        """Repeat the e-stop in force (SAFE_STOP, until acknowledged)."""
+        self._send(EStopMsg(self.robot_link.next_seq(), self._clock(), EStopReason.WATCHDOG))
+        self.counts["estop_repeats"] += 1
 
-    def _send(self, msg: Message) -> None:
-        self.robot_link.send(msg)
+    def send_home(self) -> None:
+        """Send the current episode's HOME: the arm moves by itself until its HOMED state is accepted."""
+        t = self._clock()
+        self.homing.sent(self.tick, t)
+        self.intake.expect_home()
+        self._send(HomeMsg(self.robot_link.next_seq(), t, self.episodes.current.seed))  # type: ignore[union-attr]
 
-    def _send_command(self, action: np.ndarray) -> float:
+    def send_command(self, action: np.ndarray) -> float:
         """Send one command and remember it (for the history and the barrier); returns the send time."""
         command = np.array(action, dtype=np.float64)
-        seq = self._next_seq()
+        seq = self.robot_link.next_seq()
         t_sent = self._clock()
         self._send(CommandMsg(seq, t_sent, command))
         t_out = self._clock()
-        reports_line = self._anchor is not None and bool(self._anchor.pending)
+        reports_line = self.intake.reports_line
         self.line.sent(seq, command, reports_line, t_sent)
         if not reports_line:  # the robot says nothing of what it applies: reckon from what was sent
-            self.unreported.sent(command.tolist())
-        self._previous = command
+            self.intake.unreported.sent(command.tolist())
+        self.path.note_sent(command)
         self._commanded = True
         self.counts["commands"] += 1
         return t_out
 
-    def _heartbeat(self) -> None:
-        self._send(HeartbeatMsg(self._next_seq(), self._clock()))
+    def heartbeat(self) -> None:
+        self._send(HeartbeatMsg(self.robot_link.next_seq(), self._clock()))
 
-    def _enter(self, state: LoopState, reason: str) -> None:
+    def enter(self, state: LoopState, reason: str) -> None:
         self.sm.to(state, self.tick, reason)
-        self._mode_since = self._clock()
+        self.mode_since = self._clock()
 
-    def _record(
+    def apply(
+        self,
+        result: FilterResult,
+        t_in: float | None,
+        msg: StateMsg | None,
+        flat: np.ndarray,
+        proposed: np.ndarray,
+        counts_as_step: bool,
+        policy_id: str = "",
+    ) -> TickRecord | None:
+        """Send the filter's command (or stop); ``policy_id``: the policy asked this tick ("" when none was)."""
+        self.interventions.add(result.reasons)
+        if result.stop:
+            self.safe_stop("watchdog: no fresh valid state within watchdog_stop_s")
+            return self.record(msg, flat, proposed, self.hold, result.reasons, float("nan"), True, policy_id)
+        t_out = self.send_command(result.action)
+        latency = float("nan")
+        if t_in is not None:
+            latency = t_out - t_in
+            self.stats.on_command(self.tick, t_in, t_out, restart=counts_as_step and self.episodes.steps == 0)
+        if counts_as_step:
+            self.episodes.step_taken()
+        return self.record(msg, flat, proposed, result.action, result.reasons, latency, False, policy_id)
+
+    def record(
         self,
         msg: StateMsg | None,
         flat: np.ndarray,
@@ -422,6 +406,7 @@ class Controller(StateHandling):
         stop: bool,
         policy_id: str = "",
     ) -> TickRecord:
+        """The tick's record (the tick log's row)."""
         episode = self.episodes.current
         in_episode = episode is not None and self.sm.state is LoopState.RUN
         if stop and not in_episode and self._stopped_episode is not None:
@@ -444,3 +429,6 @@ class Controller(StateHandling):
             stop=stop,
             policy_id=policy_id,
         )
+
+    def _send(self, msg: Message) -> None:
+        self.robot_link.send(msg)

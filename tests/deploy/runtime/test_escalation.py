@@ -937,3 +937,58 @@ def test_a_third_homed_answer_to_two_homes_is_unrequested():
     assert report.counts["late_home_answers"] >= 1
     assert report.counts["unrequested_homes"] >= 1
     assert report.episodes[0].aborted and report.episodes[0].steps >= 15
+
+
+class OutageRobot(ScriptedRobot):
+    """The scripted robot behind a link that goes dead for ``outage_s`` seconds once episode 0 runs: nothing reaches
+    it and nothing comes back (its e-stops are lost too). Its first ``unheard`` answers after the outage are states it
+    made before it heard the repeated e-stop (not flagged ESTOP_ACTIVE); then it latches the stop as usual."""
+
+    def __init__(self, clock: ScriptedClock, outage_s: float, unheard: int = 2) -> None:
+        super().__init__(clock, CONTRACT)
+        self.outage_s = outage_s
+        self.unheard = unheard
+        self.outage_until: float | None = None
+
+    def cut(self) -> None:
+        self.outage_until = self.clock.t + self.outage_s
+
+    def _dead(self) -> bool:
+        return self.outage_until is not None and self.clock.t < self.outage_until
+
+    def send(self, msg: Message) -> int:
+        if self._dead():
+            return 0  # lost on the dead link
+        if isinstance(msg, EStopMsg) and self.outage_until is not None and self.unheard > 0:
+            self.unheard -= 1  # still answering from before it heard the e-stop: not latched yet
+            self._unanswered += 1
+            return 0
+        return super().send(msg)
+
+
+@pytest.mark.parametrize("outage_s", [1.0, 2.0])
+def test_a_link_outage_does_not_end_the_run_as_an_unacknowledged_stop(outage_s: float):
+    """Issue 31: in SAFE_STOP after a link outage the time without acknowledgement was counted from the stop, not
+    from when the robot could first hear the repeated e-stop: a state it made before hearing one, read more than
+    ``stop_ack_timeout_s`` after the stop, ended the run with a false message (1 in 13 outages of 1-2 s). Now the
+    robot's first state after the silence starts that clock: the robot acknowledges, recovers and serves the goals."""
+    clock = ScriptedClock()
+    robot = OutageRobot(clock, outage_s)
+    robot.follows_commands = True
+
+    def cut_in_run(controller: Controller, record) -> None:
+        if controller.sm.state is LoopState.RUN and controller.episodes.steps == 3 and robot.outage_until is None:
+            robot.cut()
+
+    config = LoopConfig(
+        period_s=PERIOD_S, max_episode_steps=10, stop_ack_timeout_s=0.5, max_ticks=2000, freeze_gc=False
+    )
+    spec = robot_spec(hold_s=0.025, stop_s=0.1)
+    report = Controller(
+        robot, CONTRACT, DelayAwareP(), spec, GoalSource([POSE] * 3), config, on_tick=cut_in_run, clock=clock
+    ).run()
+    assert robot.outage_until is not None
+    assert report.counts.get("estop_not_acknowledged", 0) == 0, report.transitions[-1].reason
+    stops = [t for t in report.transitions if t.target is LoopState.SAFE_STOP]
+    assert len(stops) == 1 and "watchdog" in stops[0].reason, [t.reason for t in stops]
+    assert [e.aborted for e in report.episodes] == [True, False, False]  # the cut episode; then served

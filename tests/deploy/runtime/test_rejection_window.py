@@ -16,8 +16,8 @@ from test_escalation import HomesOffHome
 
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
-from deploy.runtime.loop_rejections import REJECTED_TOO_OFTEN
 from deploy.runtime.rejection_window import RejectionWindow
+from deploy.runtime.state_intake import REJECTED_TOO_OFTEN
 from deploy.runtime.state_machine import LoopState
 from deploy.wire import StateMsg
 

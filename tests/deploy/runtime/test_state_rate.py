@@ -11,7 +11,7 @@ import pytest
 from loop_fixtures import DelayAwareP, robot_spec, run_loop, seeded_goals
 
 from deploy.runtime.loop import LoopConfig
-from deploy.runtime.loop_states import STATE_RATE_MISMATCH
+from deploy.runtime.loop_modes import STATE_RATE_MISMATCH
 from deploy.runtime.state_machine import LoopState
 from deploy.runtime.state_rate import DEFAULT_RATE_TOLERANCE, StateRateCheck
 from deploy.wire import StateFlags, StateMsg

@@ -1,0 +1,94 @@
+"""RUN's way from an accepted state to a safe command: observation, the guarded policy, the safety filter.
+
+numpy only (robot side). The observation is built from the state, the robot's delay line mapped to the commands the
+loop sent (``CommandLine``) and the goal, exactly as the simulator built it (``contract.flat_observation``); the
+policy is asked through ``PolicyGuard`` (a fault holds; too long a fault is the loop's to stop on); the filter plans
+from the bounds of where the gripper is (``StateChecker``), the commands in flight and the previous command sent. The
+previous command is this part's own: every command the loop sends is noted here (``note_sent``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from deploy.contract import ObservationContract
+from deploy.runtime.command_line import CommandLine
+from deploy.runtime.policy_guard import OVERRUN, PolicyGuard
+from deploy.runtime.safety import POLICY_FAULT, FilterResult, SafetyLimits, filter_action, hold_result
+
+
+class Proposal(NamedTuple):
+    """One RUN tick's decision.
+
+    :param flat: the observation the policy was given (float32 values).
+    :param proposed: the policy's action (the hold when it gave none).
+    :param result: the filter's answer (a hold with ``policy_fault`` when the policy failed).
+    :param policy_id: the id of the policy asked.
+    """
+
+    flat: np.ndarray
+    proposed: np.ndarray
+    result: FilterResult
+    policy_id: str
+
+
+class CommandPath:
+    """Observation -> policy -> filter, and the previous command sent.
+
+    :param contract: the policy's contract.
+    :param limits: what the filter enforces.
+    :param line: the commands in flight (history and displacement).
+    :param guard: runs the policy.
+    """
+
+    def __init__(
+        self, contract: ObservationContract, limits: SafetyLimits, line: CommandLine, guard: PolicyGuard
+    ) -> None:
+        self.contract = contract
+        self.limits = limits
+        self.line = line
+        self.guard = guard
+        self._dims = limits.position_dims
+        self._hold = contract.hold()
+        self.previous = contract.hold()  # the last command sent (command units)
+
+    def note_sent(self, command: np.ndarray) -> None:
+        self.previous = command
+
+    def observation(self, state: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        """The flat observation of ``state`` toward ``goal`` with the current history (float32 values)."""
+        return self.contract.flat_observation(state, self.line.history, goal)
+
+    def propose(
+        self,
+        flat: np.ndarray,
+        bound: tuple[tuple[float, ...], tuple[float, ...]] | None,
+        position: np.ndarray,
+        age_s: float,
+        wait_s: float,
+    ) -> Proposal:
+        """Ask the policy (waiting at most ``wait_s`` seconds) and filter its action: ``bound`` is where the gripper
+        can be (metres), ``position`` its measured position, ``age_s`` the state's age (seconds)."""
+        action, fault = self.guard.infer(flat, wait_s)
+        asked = self.guard.asked_id  # the tick's record names the policy asked, whatever happens next
+        proposed = action if action is not None else self._hold
+        if fault and fault != OVERRUN:
+            return Proposal(flat, proposed, hold_result(self.contract.action_dim, POLICY_FAULT), asked)
+        result = self.filtered(proposed, bound, position, age_s)
+        if fault:
+            result = FilterResult(result.action, (POLICY_FAULT, *result.reasons), result.stop)
+        return Proposal(flat, proposed, result, asked)
+
+    def filtered(
+        self,
+        action: np.ndarray,
+        bound: tuple[tuple[float, ...], tuple[float, ...]] | None,
+        position: np.ndarray,
+        age_s: float,
+    ) -> FilterResult:
+        """The safety filter on ``action`` from the current bound and the commands in flight."""
+        return filter_action(
+            position, self.line.displacement_m(self._dims), action, self.previous, age_s, self.limits, bound
+        )

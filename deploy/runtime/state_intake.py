@@ -1,0 +1,200 @@
+"""What the control loop believes of each fresh state, and what a rejected one costs.
+
+numpy only (robot side). A fresh, finite state's delay line must name only commands this loop sent, in the order sent,
+following from the last accepted line as a robot that applies it oldest first would (``CommandLine``); then
+``state_check.StateChecker`` judges it (and bounds where the gripper is, for the barrier); then, for a robot without a
+line, ``UnreportedFollowing`` reckons whether the arm follows the commands sent. An accepted state becomes the anchor
+and refreshes the watchdog (``last_valid_t``). A rejected one (or a non-finite or malformed one) is held and counted,
+never planned with; ``reject`` says when it calls for a safe stop: ``max_implausible_states`` in a row,
+``max_rejected_in_window`` of the last ``rejection_window_states``, no valid state for ``watchdog_stop_s``, or at once
+when the arm did not follow the commands it applied (``not_following``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+
+from deploy.contract import ObservationContract
+from deploy.robot_spec import RobotSpec
+from deploy.runtime.command_line import CommandLine
+from deploy.runtime.loop_config import LoopConfig
+from deploy.runtime.rejection_window import RejectionWindow
+from deploy.runtime.state_check import (
+    HOMED_OFF_HOME,
+    NOT_FOLLOWING,
+    PENDING_NOT_FIFO,
+    PENDING_ORDER,
+    UNSENT_PENDING,
+    StateChecker,
+    Verdict,
+)
+from deploy.runtime.unreported_following import UnreportedFollowing
+from deploy.wire import StateFlags, StateMsg
+
+logger = logging.getLogger(__name__)
+
+HOMED = int(StateFlags.HOMED)  # as a plain int: ``int & StateFlags.X`` runs enum's Python operators
+REJECTED_TOO_OFTEN = "rejected_too_often"  # count: safe stops for max_rejected_in_window of the last states
+OFF_HOME_REASON = f"implausible_{HOMED_OFF_HOME}"
+NOT_FOLLOWING_REASON = f"implausible_{NOT_FOLLOWING}"
+NO_DELAY_LINE = "no_delay_line"  # count (once): the robot reports no delay line (following: unreported_following)
+STOP_AT_ONCE = {
+    NOT_FOLLOWING_REASON: (
+        "the arm did not move along the commands it applied (implausible_not_following; by its delay line, or by the "
+        "spec's delay for a robot without one): it is blocked (contact?) or its position sensor froze; check the arm "
+        "and its surroundings before resuming"
+    ),
+}
+
+
+class StateIntake:
+    """The checks every fresh state passes, the anchor, the position bound and the rejection counts.
+
+    :param spec: the robot spec.
+    :param contract: the policy's contract (where the position sits in the state).
+    :param period_s: the loop's control period (seconds).
+    :param config: the loop's settings (resync states, rejection limits).
+    :param line: the commands in flight (shared with the command path; only its queries are used here).
+    :param counts: the loop's counters (``implausible_<kind>`` and the like are added here).
+    :param checker_class: the state checker (a benchmark swaps in one that accepts everything).
+    """
+
+    def __init__(
+        self,
+        spec: RobotSpec,
+        contract: ObservationContract,
+        period_s: float,
+        config: LoopConfig,
+        line: CommandLine,
+        counts: Counter[str],
+        checker_class: type[StateChecker] = StateChecker,
+    ) -> None:
+        self.checker = checker_class(spec, contract, period_s, resync_states=config.resync_states)
+        self.unreported = UnreportedFollowing(spec, contract, self.checker.follow_noise_m)
+        self.line = line
+        self.counts = counts
+        self._pos = slice(*contract.position_slice)
+        self._max_in_a_row = config.max_implausible_states
+        self._window = RejectionWindow(config.rejection_window_states, config.max_rejected_in_window)
+        self._window_text = (
+            f"max_rejected_in_window {config.max_rejected_in_window} of rejection_window_states "
+            f"{config.rejection_window_states}"
+        )
+        self.anchor: StateMsg | None = None  # the last accepted state
+        self.bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # where the gripper is (metres)
+        self._anchor_sent_seq: int | None = None  # the newest command sent when the anchor was accepted
+        self.last_valid_t = -math.inf  # local time the newest accepted state was made (estimated, seconds)
+        self.in_a_row = 0  # rejected states in a row
+        self.to_note: tuple[float, StateMsg, Verdict] | None = None  # accepted: its bookkeeping after the answer
+
+    @property
+    def reports_line(self) -> bool:
+        """The robot reported its delay line in the last accepted state."""
+        return self.anchor is not None and bool(self.anchor.pending)
+
+    def reset(self) -> None:
+        """Forget the anchor, the bound and the rejections (a safe stop: the robot is re-homed and judged afresh)."""
+        self.restart_checks()
+        self.anchor = None
+        self.in_a_row = 0
+        self._window.reset()
+
+    def restart_checks(self) -> None:
+        """A reopened port or a stop: the next accepted state is a new anchor and a trusted reference."""
+        self.checker.reset()
+        self.unreported.reset()
+
+    def expect_home(self) -> None:
+        """A HOME was sent: the arm moves by itself until its HOMED state is accepted."""
+        self.checker.expect_home()
+        self.unreported.reset()
+
+    def new_episode(self) -> None:
+        """The robot homed by itself or restarted: what it applied before is gone."""
+        self.unreported.reset()
+
+    # The check --------------------------------------------------------------------------------------------------
+    def check(self, msg: StateMsg, t_in: float, prompts: int) -> Verdict:
+        """Check the delay line against the commands sent, then the state checker, the following of a robot without
+        a line and the position bound; an accepted state becomes the anchor and refreshes the watchdog. A line naming
+        a command never sent is implausible: the robot's numbering is wrong, so its history and the commands in
+        flight cannot be known (the checker never sees it). ``prompts``: messages the loop has sent so far."""
+        line = self.line
+        if line.unsent(msg.pending):
+            return self._rejected(Verdict(False, UNSENT_PENDING))
+        if line.out_of_order(msg.pending):
+            return self._rejected(Verdict(False, PENDING_ORDER))
+        old_pending = self.anchor.pending if self.anchor is not None else ()
+        if line.not_fifo(old_pending, msg.pending):
+            return self._rejected(Verdict(False, PENDING_NOT_FIFO))
+        applied = line.applied_length(old_pending, msg.pending, self._anchor_sent_seq)
+        homed = bool(msg.flags & HOMED)
+        for_sure = line.applied_for_sure(old_pending, msg.pending)
+        home_expected = self.checker.home_expected  # before the check: a HOMED state accepted ends it
+        verdict = self.checker.check(msg, t_in, applied, homed, prompts, for_sure)
+        if verdict.accepted and (kind := self._follows(msg, homed or home_expected)):
+            # the checker took it as its anchor; the immediate safe stop resets every check
+            return self._rejected(Verdict(False, kind))
+        if verdict.accepted or verdict.restart:
+            self.bounds = (verdict.low, verdict.high)  # type: ignore[assignment]
+            self.anchor = msg
+            self._anchor_sent_seq = line.last_sent_seq
+            self.last_valid_t = self.checker.robot_time_local(msg.t_s)
+            self.to_note = (t_in, msg, verdict)
+            return verdict
+        return self._rejected(verdict)
+
+    def _follows(self, msg: StateMsg, homing: bool) -> str:
+        """An accepted state's following, for a robot without a line: "" or ``not_following``."""
+        if msg.pending:
+            return ""
+        self._warn_no_line()
+        if homing:
+            self.unreported.reset()  # the arm moved home by itself
+        elif self.unreported.not_following(msg.state[self._pos].tolist()):
+            return NOT_FOLLOWING
+        return ""
+
+    def _rejected(self, verdict: Verdict) -> Verdict:
+        self.counts[f"implausible_{verdict.kind}"] += 1
+        return verdict
+
+    def _warn_no_line(self) -> None:
+        if self.counts[NO_DELAY_LINE]:
+            return
+        self.counts[NO_DELAY_LINE] += 1  # once per run: the robot says nothing of which commands it applied
+        logger.warning(
+            "the robot reports no delay line (m = 0): whether the arm follows its commands is reckoned from the "
+            "spec's delay over several states, so a frozen position sensor or a blocked arm is caught 5 steps "
+            "late instead of 2 (README, Safety); give the robot's firmware its line"
+        )
+
+    # What a verdict costs ----------------------------------------------------------------------------------------
+    def count_accepted(self) -> None:
+        """An accepted state in a checked mode (HOLD, HOMING, RUN): the run of rejections ends."""
+        self.in_a_row = 0
+        self._window.record()
+
+    def reject(self, reason: str, now: float, watchdog_stop_s: float) -> str:
+        """A state was rejected (or non-finite, or malformed) in a checked mode, for ``reason`` (the tick log's
+        last reason): the safe stop it calls for ("" for none, the tick holds)."""
+        self.in_a_row += 1
+        # A HOMED state off the home is homing's to judge (max_home_retries, whose stop names the home and the fix)
+        too_often = reason != OFF_HOME_REASON and self._window.record(reason)
+        stale_s = now - self.last_valid_t
+        if self.in_a_row >= self._max_in_a_row or stale_s > watchdog_stop_s:
+            return (
+                f"{self.in_a_row} implausible, non-finite or malformed states in a row, no valid state for "
+                f"{stale_s:.3f} s (last: {reason})"
+            )
+        if reason in STOP_AT_ONCE:  # stop now: the e-stop also drops the commands still in the robot's line
+            return STOP_AT_ONCE[reason]
+        if too_often:
+            self.counts[REJECTED_TOO_OFTEN] += 1
+            return (
+                f"{self._window.summary()}: the robot is wrong too often to be driven ({self._window_text}); check its "
+                "sensors, its link and its line bookkeeping"
+            )
+        return ""

@@ -1,0 +1,193 @@
+"""The controller's parts, each alone: the inbox, the stop latch, the reset history, homing, the policy worker and
+guard, the intake's rejection escalation. Units: seconds, control steps."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import numpy as np
+import pytest
+from loop_fixtures import CONTRACT, robot_spec
+
+from deploy.runtime.command_line import CommandLine
+from deploy.runtime.homing import HomeWait, Homing
+from deploy.runtime.loop_config import LoopConfig
+from deploy.runtime.policy_guard import LATE, RAISED, PolicyGuard
+from deploy.runtime.policy_worker import PolicyWorker
+from deploy.runtime.robot_resets import ResetHistory
+from deploy.runtime.state_inbox import StateInbox
+from deploy.runtime.state_intake import NOT_FOLLOWING_REASON, REJECTED_TOO_OFTEN, StateIntake
+from deploy.runtime.stop_latch import OLD_ESTOP_ACKS, StopLatch
+from deploy.wire import StateFlags, StateMsg
+
+PERIOD_S = 0.04
+
+
+def state(seq: int, flags: int = 0) -> StateMsg:
+    return StateMsg(seq, seq * PERIOD_S, np.zeros(CONTRACT.state_dim), flags, ())
+
+
+# StateInbox ---------------------------------------------------------------------------------------------------------
+def test_inbox_answers_the_newest_state_and_counts_what_it_skips():
+    counts: Counter[str] = Counter()
+    inbox = StateInbox(counts, PERIOD_S)
+    assert inbox.put(state(1), 0.0) and inbox.put(state(2), 0.01)
+    assert not inbox.put(state(2), 0.02)  # the same number again: never read
+    assert not inbox.put(state(1), 0.03)  # older while a newer waits: dropped
+    assert inbox.take()[1].seq == 2 and inbox.take() is None
+    assert counts == Counter(states=4, skipped_states=1, stale_seq=1, old_seq=1)
+    assert inbox.repeats_since_fresh == 0  # the old one was a new number, not a repeat
+
+
+def test_inbox_answers_a_homed_state_first_and_the_newest_after_it_next():
+    counts: Counter[str] = Counter()
+    inbox = StateInbox(counts, PERIOD_S)
+    inbox.put(state(1, int(StateFlags.HOMED)), 0.0)
+    inbox.put(state(2), 0.01)
+    inbox.put(state(3), 0.02)  # replaces 2 behind the HOMED one
+    assert [inbox.take()[1].seq, inbox.take()[1].seq] == [1, 3]
+    assert counts["skipped_states"] == 1
+
+
+# StopLatch ----------------------------------------------------------------------------------------------------------
+def test_stop_latch_times_the_answers_from_the_first_state_after_a_silence():
+    latch = StopLatch(Counter(), silence_s=0.1)
+    latch.engage(newest_seq=10)
+    assert not latch.acked
+    assert latch.answering_s(5.0) == 0.0  # the first state after the stop: 5 s of outage are not counted
+    assert latch.answering_s(5.04) == pytest.approx(0.04)
+    assert latch.answering_s(6.0) == 0.0  # 0.96 s of silence: the robot may not have heard the repeats
+    latch.acknowledge_if(9)  # numbered before the stop: a replay, no acknowledgement
+    assert not latch.acked and latch.counts[OLD_ESTOP_ACKS] == 1
+    latch.acknowledge_if(11)
+    assert latch.acked
+
+
+def test_a_stop_the_robot_made_itself_needs_no_acknowledgement():
+    latch = StopLatch(Counter(), silence_s=0.1)
+    latch.engage(newest_seq=3, needs_ack=False)
+    assert latch.acked
+
+
+# ResetHistory -------------------------------------------------------------------------------------------------------
+def test_reset_history_ends_the_run_past_the_allowance_within_the_window():
+    history = ResetHistory(max_resets=2, window_s=60.0)
+    assert history.add(0.0, "robot_restart") == "" and history.add(30.0, "unrequested_home") == ""
+    assert history.add(70.0, "robot_restart") == ""  # the first left the window (70 - 0 > 60): 2 in it
+    end = history.add(75.0, "robot_restart")  # 30, 70, 75: 3 within 60 s
+    assert "3 times within 60 s" in end and "robot_restart: 2" in end
+
+
+# Homing -------------------------------------------------------------------------------------------------------------
+def test_homing_waits_resends_and_gives_up():
+    config = LoopConfig(home_retry_ticks=5, max_home_retries=1)
+    homing = Homing(config, PERIOD_S, homing_s=0.0)
+    homing.sent(tick=10, t=0.0)
+    assert homing.wait(14) is HomeWait.WAIT and homing.wait(15) is HomeWait.RESEND
+    homing.resent()
+    homing.sent(tick=15, t=0.2)
+    assert homing.wait(20) is HomeWait.GIVE_UP  # 1 resend without an answer = max_home_retries
+
+
+def test_homing_waits_twice_the_slowest_round_trip_and_samples_only_unrepeated_homes():
+    homing = Homing(LoopConfig(home_retry_ticks=5), PERIOD_S, homing_s=0.3)
+    assert homing.retry_ticks() == 15  # 2 x 0.3 s / 0.04 s
+    homing.sent(tick=0, t=1.0)
+    homing.answered(1.5)
+    assert list(homing.round_trips) == [0.5] and homing.retry_ticks() == 25  # 2 x 0.5 / 0.04
+    homing.resent()
+    homing.answered(9.0)  # after a resend it is unknown which HOME it answers (Karn)
+    assert list(homing.round_trips) == [0.5]
+
+
+def test_a_homed_state_no_home_awaits_in_run_is_the_robots_own():
+    homing = Homing(LoopConfig(), PERIOD_S, homing_s=0.0)
+    homing.sent(tick=0, t=0.0)
+    assert homing.asked_for(in_run=False, accepted=True) == (True, False)  # HOMING: the answer
+    assert homing.asked_for(in_run=True, accepted=True) == (False, False)  # RUN, none awaited: homed by itself
+    homing.sent(tick=5, t=0.2)
+    assert homing.asked_for(in_run=True, accepted=True) == (True, True)  # a resent HOME's late answer
+
+
+# PolicyWorker and PolicyGuard ---------------------------------------------------------------------------------------
+def test_the_worker_returns_in_time_and_a_late_call_is_not_waited_for():
+    worker = PolicyWorker()
+    worker.submit(lambda x: x + 1, 1)
+    assert worker.wait(1.0) and worker.take() == (2, None)
+    release = threading.Event()
+    worker.submit(lambda x: release.wait(), None)
+    assert not worker.wait(0.01) and worker.busy
+    release.set()
+    assert worker.wait(1.0) and not worker.take()[1]
+    worker.close()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_late_call_holds_counts_from_its_start_and_its_answer_is_dropped():
+    release = threading.Event()
+    calls: list[int] = []
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        if len(calls) == 1:
+            release.wait(5.0)
+        return np.zeros((1, CONTRACT.action_dim))
+
+    clock = Clock()
+    clock.t = 10.0
+    guard = PolicyGuard(policy, CONTRACT.action_dim, PERIOD_S, clock, worker=PolicyWorker())
+    flat = np.zeros(CONTRACT.observation_dim, dtype=np.float32)
+    action, fault = guard.infer(flat, wait_s=0.01)
+    assert action is None and fault == LATE
+    clock.t = 10.08
+    assert guard.infer(flat, wait_s=0.01) == (None, LATE)  # still running: not called again
+    assert len(calls) == 1 and guard.failing_for(clock.t) == pytest.approx(0.08)  # from the call's start
+    release.set()
+    guard.worker.wait(1.0)  # type: ignore[union-attr]
+    action, fault = guard.infer(flat, wait_s=1.0)  # the late answer is dropped; a fresh call answers
+    assert fault == "" and len(calls) == 2 and guard.failing_for(clock.t) == 0.0
+    guard.close()
+
+
+def test_a_call_that_raises_on_the_worker_is_a_raised_fault(caplog: pytest.LogCaptureFixture):
+    def broken(obs: np.ndarray) -> np.ndarray:
+        raise RuntimeError("engine lost")
+
+    guard = PolicyGuard(broken, CONTRACT.action_dim, PERIOD_S, Clock(), worker=PolicyWorker())
+    action, fault = guard.infer(np.zeros(CONTRACT.observation_dim, dtype=np.float32), wait_s=1.0)
+    assert action is None and fault == RAISED and "engine lost" in caplog.text
+    guard.close()
+
+
+# StateIntake: what a rejection costs ----------------------------------------------------------------------------------
+def _intake(**config) -> StateIntake:
+    counts: Counter[str] = Counter()
+    line = CommandLine(CONTRACT, 2, counts)
+    return StateIntake(robot_spec(), CONTRACT, PERIOD_S, LoopConfig(**config), line, counts)
+
+
+def test_rejections_stop_in_a_row_too_often_or_at_once():
+    intake = _intake(max_implausible_states=3, rejection_window_states=10, max_rejected_in_window=4)
+    intake.last_valid_t = 0.0
+    assert intake.reject("implausible_too_fast", 0.01, watchdog_stop_s=1.0) == ""
+    assert intake.reject("implausible_too_fast", 0.02, watchdog_stop_s=1.0) == ""
+    assert "3 implausible" in intake.reject("implausible_too_fast", 0.03, watchdog_stop_s=1.0)
+    intake = _intake(max_implausible_states=3, rejection_window_states=10, max_rejected_in_window=3)
+    intake.last_valid_t = 0.0
+    for _ in range(2):  # rejected, accepted, rejected, accepted ...: never 3 in a row
+        assert intake.reject("implausible_seq_gap", 0.01, watchdog_stop_s=1.0) == ""
+        intake.count_accepted()
+    assert "3 of the last 5 states were rejected" in intake.reject("implausible_seq_gap", 0.01, 1.0)
+    assert intake.counts[REJECTED_TOO_OFTEN] == 1
+    intake = _intake()
+    intake.last_valid_t = 0.0
+    assert "blocked" in intake.reject(NOT_FOLLOWING_REASON, 0.01, watchdog_stop_s=1.0)  # at once
+    assert "no valid state for 2.000 s" in intake.reject("implausible_too_fast", 2.0, watchdog_stop_s=1.0)
