@@ -217,6 +217,31 @@ class CommandLine:
             moves.append(sent.command[: self.position_dims].tolist())
         return moves
 
+    def applied_moves(
+        self, old_pending: tuple[int, ...], new_pending: tuple[int, ...], sent_after: int | None
+    ) -> list[tuple[int, list[float] | None]]:
+        """The commands that may have been applied between two states, oldest first, as (sequence number, move in
+        command units of the first ``position_dims`` components; None for a command this loop no longer remembers):
+        the set ``applied_length`` sums. Without reported lines, the commands sent after ``sent_after``. A command sent
+        after the newer state was made is listed too (it may be in flight): the caller counts each number once."""
+        sent_table = self._sent
+        dims = self.position_dims
+        if not (old_pending or new_pending):
+            return [(seq, sent_table[seq].command[:dims].tolist()) for seq in reversed(self._sent_after(sent_after))]
+        still = set(new_pending)
+        moves: list[tuple[int, list[float] | None]] = []
+        for seq in dict.fromkeys([*old_pending, *reversed(self._sent_after(sent_after))]):
+            if seq == HOLD_SEQ or seq in still:
+                continue
+            sent = sent_table.get(seq)
+            moves.append((seq, None if sent is None else sent.command[:dims].tolist()))
+        return moves
+
+    @property
+    def largest_command(self) -> float:
+        """The largest command component the contract allows (command units): a forgotten command's move per axis."""
+        return max(abs(self.contract.action_low), abs(self.contract.action_high))
+
     def applied_length(
         self, old_pending: tuple[int, ...], new_pending: tuple[int, ...], sent_after: int | None
     ) -> float:

@@ -164,6 +164,8 @@ class Verdict(NamedTuple):
     :param clock_corrected: the clock offset was lowered to what this state and the ones before it confirm.
     :param low: lower bound of where the gripper is (metres, accepted states only).
     :param high: upper bound (metres).
+    :param motion_m: the measured motion since the previous anchor (metres per axis; empty without one, or when the
+        arm moved by itself: homing).
     """
 
     accepted: bool
@@ -172,6 +174,7 @@ class Verdict(NamedTuple):
     low: tuple[float, ...] | None = None
     high: tuple[float, ...] | None = None
     clock_corrected: bool = False
+    motion_m: tuple[float, ...] = ()
 
 
 @dataclass
@@ -381,12 +384,18 @@ class StateChecker:
 
     def _exceeds_gain(self, seen: _Seen) -> bool:
         """Over the window ending with ``seen``: the length of the summed motion beyond the summed reach of the
-        commands at the gain bound, plus the first step's carry and one margin (a robot faster than its spec)."""
+        commands at the gain bound, plus the first step's carry and one margin (a robot faster than its spec). A
+        window whose commands reach less than ``MIN_FOLLOW_M`` judges no gain: an arm held still near the edge of
+        its reach sags and settles by itself (the simulated Fetch 2-3 mm per step), which says nothing of how far a
+        command moves it; each such step is still bounded by ``unexplained_motion``."""
         window = [*self._window, seen]
         if len(window) < GAIN_WINDOW:
             return False
+        commanded = sum(s.reach for s in window)
+        if commanded < MIN_FOLLOW_M:
+            return False
         moved = math.hypot(*(sum(axis) for axis in zip(*(s.motion for s in window), strict=True)))
-        reach = sum(s.reach for s in window) + CARRY_FRACTION * math.hypot(*window[0].motion)
+        reach = commanded + CARRY_FRACTION * math.hypot(*window[0].motion)
         return moved > reach + self._motion_margin_m
 
     def _accept(self, seen: _Seen, reach: float | None, clock_corrected: bool = False) -> Verdict:
@@ -401,12 +410,13 @@ class StateChecker:
             self.offset_s = min(self.offset_s + creep, transit)
         self.anchor = seen
         self._chain.clear()
-        previous = previous_anchor.position if previous_anchor is not None and reach is not None else seen.position
-        reach = reach or 0.0
+        moved = previous_anchor is not None and reach is not None
+        previous = previous_anchor.position if moved else seen.position  # type: ignore[union-attr]
+        widen = reach or 0.0
         sides = list(zip(seen.position, previous, self._noise_bound_m, strict=True))
-        low = tuple([min(p, a - reach) - n for p, a, n in sides])
-        high = tuple([max(p, a + reach) + n for p, a, n in sides])
-        return Verdict(True, "", False, low, high, clock_corrected)
+        low = tuple([min(p, a - widen) - n for p, a, n in sides])
+        high = tuple([max(p, a + widen) + n for p, a, n in sides])
+        return Verdict(True, "", False, low, high, clock_corrected, tuple(seen.motion) if moved else ())
 
     def _reject(self, seen: _Seen, kind: str) -> Verdict:
         """Reject ``seen``; re-anchor when it completes a consistent chain that a restart explains."""

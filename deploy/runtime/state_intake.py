@@ -20,6 +20,7 @@ from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
 from deploy.runtime.command_line import CommandLine
 from deploy.runtime.loop_config import LoopConfig
+from deploy.runtime.position_bound import DEFAULT_MAX_UNCONFIRMED_M, MOTION_UNCONFIRMED, PositionBound
 from deploy.runtime.rejection_window import RejectionWindow
 from deploy.runtime.state_check import (
     HOMED_OFF_HOME,
@@ -39,12 +40,18 @@ HOMED = int(StateFlags.HOMED)  # as a plain int: ``int & StateFlags.X`` runs enu
 REJECTED_TOO_OFTEN = "rejected_too_often"  # count: safe stops for max_rejected_in_window of the last states
 OFF_HOME_REASON = f"implausible_{HOMED_OFF_HOME}"
 NOT_FOLLOWING_REASON = f"implausible_{NOT_FOLLOWING}"
+UNCONFIRMED_REASON = f"implausible_{MOTION_UNCONFIRMED}"
+UNCONFIRMABLE_EXTRA_STEPS = 2  # beyond the delay: the newest command sent, and a step of alignment
 NO_DELAY_LINE = "no_delay_line"  # count (once): the robot reports no delay line (following: unreported_following)
 STOP_AT_ONCE = {
     NOT_FOLLOWING_REASON: (
         "the arm did not move along the commands it applied (implausible_not_following; by its delay line, or by the "
         "spec's delay for a robot without one): it is blocked (contact?) or its position sensor froze; check the arm "
         "and its surroundings before resuming"
+    ),
+    UNCONFIRMED_REASON: (
+        "no state confirmed the arm's motion while the commands could have moved it {span:.3f} m (implausible_"
+        "motion_unconfirmed): the position sensor may be frozen or the motors stalled; check the arm before resuming"
     ),
 }
 
@@ -73,6 +80,19 @@ class StateIntake:
     ) -> None:
         self.checker = checker_class(spec, contract, period_s, resync_states=config.resync_states)
         self.unreported = UnreportedFollowing(spec, contract, self.checker.follow_noise_m)
+        scale = contract.action_scale_m
+        # commands in flight or not yet certainly applied cannot confirm anything yet: the reckoning may span their
+        # reach on top of the allowance before the motion is called unconfirmed
+        lag_m = (spec.delay_range[1] + UNCONFIRMABLE_EXTRA_STEPS) * spec.max_step_m
+        self.bound = PositionBound(
+            contract.goal_dim,
+            spec.actuator_gain_max,
+            self.checker.follow_noise_m,
+            line.largest_command * scale,
+            DEFAULT_MAX_UNCONFIRMED_M + lag_m,
+        )
+        self._command_scale_m = scale
+        self._follow_m_per_unit = [spec.command_scale_m * g for g in spec.actuator_gain]
         self.line = line
         self.counts = counts
         self._pos = slice(*contract.position_slice)
@@ -83,11 +103,16 @@ class StateIntake:
             f"{config.rejection_window_states}"
         )
         self.anchor: StateMsg | None = None  # the last accepted state
-        self.bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # where the gripper is (metres)
         self._anchor_sent_seq: int | None = None  # the newest command sent when the anchor was accepted
         self.last_valid_t = -math.inf  # local time the newest accepted state was made (estimated, seconds)
         self.in_a_row = 0  # rejected states in a row
         self.to_note: tuple[float, StateMsg, Verdict] | None = None  # accepted: its bookkeeping after the answer
+
+    @property
+    def bounds(self) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+        """Where the gripper can be (metres per axis: low, high); None before the first accepted state."""
+        bound = self.bound
+        return None if bound.low is None or bound.high is None else (bound.low, bound.high)
 
     @property
     def reports_line(self) -> bool:
@@ -105,6 +130,7 @@ class StateIntake:
         """A reopened port or a stop: the next accepted state is a new anchor and a trusted reference."""
         self.checker.reset()
         self.unreported.reset()
+        self.bound.reset()
 
     def expect_home(self) -> None:
         """A HOME was sent: the arm moves by itself until its HOMED state is accepted."""
@@ -137,8 +163,11 @@ class StateIntake:
         if verdict.accepted and (kind := self._follows(msg, homed or home_expected)):
             # the checker took it as its anchor; the immediate safe stop resets every check
             return self._rejected(Verdict(False, kind))
+        if verdict.accepted and (kind := self._fold_into_bound(msg, verdict, old_pending, for_sure)):
+            return self._rejected(Verdict(False, kind))
+        if verdict.restart:
+            self._new_reference(msg, verdict)
         if verdict.accepted or verdict.restart:
-            self.bounds = (verdict.low, verdict.high)  # type: ignore[assignment]
             self.anchor = msg
             self._anchor_sent_seq = line.last_sent_seq
             self.last_valid_t = self.checker.robot_time_local(msg.t_s)
@@ -156,6 +185,32 @@ class StateIntake:
         elif self.unreported.not_following(msg.state[self._pos].tolist()):
             return NOT_FOLLOWING
         return ""
+
+    def _fold_into_bound(
+        self, msg: StateMsg, verdict: Verdict, old_pending: tuple[int, ...], for_sure: list[list[float]] | None
+    ) -> str:
+        """Fold an accepted state into the position bound: "" or the fault it shows (``not_following``,
+        ``motion_unconfirmed``). A state with no motion reference before it (the first, HOMED) is a new reference."""
+        if not verdict.motion_m:
+            self._new_reference(msg, verdict)
+            return ""
+        scale = self._command_scale_m
+        moves = self.line.applied_moves(old_pending, msg.pending, self._anchor_sent_seq)
+        applied = [(seq, None if m is None else [u * scale for u in m]) for seq, m in moves]
+        if msg.pending:
+            gains = self._follow_m_per_unit
+            certain = None if for_sure is None else [[u * k for u, k in zip(m, gains, strict=True)] for m in for_sure]
+        else:
+            certain = self.unreported.newly_certain()
+        position = msg.state[self._pos].tolist()
+        kind = self.bound.update(position, verdict.low, verdict.high, applied, certain, verdict.motion_m)  # type: ignore[arg-type]
+        if self.bound.confirmed:
+            self.unreported.mark_reference()
+        return kind
+
+    def _new_reference(self, msg: StateMsg, verdict: Verdict) -> None:
+        self.bound.anchor(msg.state[self._pos].tolist(), verdict.low, verdict.high)  # type: ignore[arg-type]
+        self.unreported.mark_reference()
 
     def _rejected(self, verdict: Verdict) -> Verdict:
         self.counts[f"implausible_{verdict.kind}"] += 1
@@ -190,7 +245,7 @@ class StateIntake:
                 f"{stale_s:.3f} s (last: {reason})"
             )
         if reason in STOP_AT_ONCE:  # stop now: the e-stop also drops the commands still in the robot's line
-            return STOP_AT_ONCE[reason]
+            return STOP_AT_ONCE[reason].format(span=self.bound.span_m)
         if too_often:
             self.counts[REJECTED_TOO_OFTEN] += 1
             return (

@@ -50,6 +50,7 @@ class UnreportedFollowing:
         self._before_end = high + ALIGNMENT_STEPS  # ... and at most c_n - this
         self._edge = high - low + 2 * ALIGNMENT_STEPS  # commands perhaps applied, next to either end
         self._void_through = 0  # commands numbered up to this were sent before the last reset: never judged
+        self._taken_through = 0  # commands numbered up to this were handed out by ``newly_certain`` (or skipped)
         self._noise_m = noise_m
         self._moves: deque[list[float]] = deque(maxlen=WINDOW_STATES + high + 2 * ALIGNMENT_STEPS + 2)
         self._sent = 0  # commands sent so far; the newest in _moves is number _sent
@@ -65,6 +66,21 @@ class UnreportedFollowing:
         reconnect): the arm moved by itself since, and the robot dropped the commands it had not applied."""
         self._states.clear()
         self._void_through = self._sent
+
+    def newly_certain(self) -> list[list[float]]:
+        """The moves (metres at nominal gain, per axis, oldest first) of the commands that became certainly applied
+        since the last call: numbered up to ``sent - high - ALIGNMENT_STEPS``, after the last reset and the last
+        reference (``mark_reference``). Commands no longer remembered are left out."""
+        last = self._sent - self._before_end
+        first = max(self._taken_through, self._void_through) + 1
+        self._taken_through = max(self._taken_through, last)
+        moves = (self._move(number) for number in range(first, last + 1))
+        return [move for move in moves if move is not None]
+
+    def mark_reference(self) -> None:
+        """A state taken now is a new motion reference: commands that may have been applied before it was made
+        (numbered up to ``sent - low + ALIGNMENT_STEPS``) are never counted as applied after it."""
+        self._taken_through = max(self._taken_through, self._sent + self._after_start)
 
     def not_following(self, position: list[float]) -> bool:
         """Add an accepted state (its position, metres) made after ``sent`` commands; True when, judged against an

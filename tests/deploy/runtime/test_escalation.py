@@ -585,6 +585,7 @@ def test_one_glitched_state_read_with_the_homed_one_is_checked_against_it():
     and is checked against it (here a newer one replaces it before its turn)."""
     clock = ScriptedClock()
     robot = GlitchAfterHomed(clock)
+    robot.follows_commands = True  # an honest arm: one that stood still under its commands is stopped (issue 31)
     face_x = POSE[0] + 0.02
     spec = robot_spec(box=((1.0, 0.4, 0.3), (face_x, 1.1, 0.9)))
     config = LoopConfig(period_s=PERIOD_S, max_episode_steps=10, max_ticks=30, freeze_gc=False)

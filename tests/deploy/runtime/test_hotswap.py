@@ -172,7 +172,15 @@ def test_bad_probe_and_non_callable_are_refused() -> None:
 def test_real_controller_swaps_policies_between_ticks() -> None:
     """The control loop (lock-step SimRobot over a pty) reads the slot once per tick: a swap requested during
     tick N is used from tick N + 1 on, and every proposal comes whole from one policy."""
-    from loop_fixtures import FAST_PERIOD_S, WIDE_BOX, DelayAwareP, robot_spec, run_loop, seeded_goals
+    from loop_fixtures import (
+        ABOVE_TABLE_SEEDS,
+        FAST_PERIOD_S,
+        WIDE_BOX,
+        DelayAwareP,
+        robot_spec,
+        run_loop,
+        seeded_goals,
+    )
 
     from deploy.runtime.loop import LoopConfig
 
@@ -189,7 +197,7 @@ def test_real_controller_swaps_policies_between_ticks() -> None:
             slot.swap(new, label="new", policy_id="new-id")
 
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=steps, max_ticks=400)
-    run = run_loop(slot, seeded_goals([0, 1, 2]), config, robot_spec(WIDE_BOX), on_tick=on_tick)
+    run = run_loop(slot, seeded_goals(ABOVE_TABLE_SEEDS), config, robot_spec(WIDE_BOX), on_tick=on_tick)
     policy_ticks = [r for r in run.records if r.obs_flat.size and r.episode_id >= 0]
     assert len(policy_ticks) == 3 * steps
     distinguishable = 0

@@ -9,6 +9,7 @@ import tty
 import numpy as np
 import pytest
 from loop_fixtures import (
+    ABOVE_TABLE_SEEDS,
     CONTRACT,
     DELAY,
     FAST_PERIOD_S,
@@ -198,7 +199,7 @@ def test_a_stalled_policy_call_is_stopped_within_its_budget_of_the_call_start():
 def test_tick_log_holds_every_policy_tick(tmp_path):
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=8, max_ticks=60)
     with TickLogWriter(tmp_path / "ticks.tlog", fsync_interval_s=None) as log:
-        run = run_loop(DelayAwareP(), seeded_goals([0, 1]), config, robot_spec(WIDE_BOX), ticklog=log)
+        run = run_loop(DelayAwareP(), seeded_goals(ABOVE_TABLE_SEEDS[:2]), config, robot_spec(WIDE_BOX), ticklog=log)
     records = read_ticklog(tmp_path / "ticks.tlog")
     assert len(records) == len(run.records)
     policy_ticks = [r for r in records if r.episode_id >= 0 and r.obs_flat.size]
@@ -227,7 +228,7 @@ def test_the_tick_that_stops_an_episode_is_logged_in_that_episode(tmp_path):
     # 20 steps per episode; NaN from step 5 of episode 1, a safe stop policy_fault_stop_s (10 periods) later
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=20, max_ticks=150, recover=False)
     with TickLogWriter(tmp_path / "ticks.tlog", fsync_interval_s=None) as log:
-        run = run_loop(NanFromCall(25), seeded_goals([0, 1]), config, robot_spec(WIDE_BOX), ticklog=log)
+        run = run_loop(NanFromCall(25), seeded_goals(ABOVE_TABLE_SEEDS[:2]), config, robot_spec(WIDE_BOX), ticklog=log)
     first, second = run.report.episodes
     assert not first.aborted and second.aborted and second.steps < config.max_episode_steps
     stops = [r for r in read_ticklog(tmp_path / "ticks.tlog") if r.stop]
@@ -254,7 +255,7 @@ def test_onnx_policy_through_the_ort_cpu_backend(tmp_path):
     )
     backend = make_backend("ort-cpu", path)
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=10, max_ticks=40)
-    run = run_loop(backend, seeded_goals([0]), config, robot_spec(WIDE_BOX))
+    run = run_loop(backend, seeded_goals(ABOVE_TABLE_SEEDS[:1]), config, robot_spec(WIDE_BOX))
     ticks = [r for r in run.records if r.obs_flat.size]
     assert len(ticks) == 10
     with torch.no_grad():
@@ -321,7 +322,7 @@ def test_realtime_priority_is_restored_after_the_run():
 @pytest.mark.slow
 def test_real_time_closed_loop_at_25_hz():
     """Real-time robot at the contract's 25 Hz: the P policy reaches the same goals as in pure sim."""
-    seeds = [0, 1, 2]
+    seeds = ABOVE_TABLE_SEEDS
     sim = pure_sim(DelayAwareP(), seeds, STEPS)
     robot = SimRobot(mode="realtime", delay=DELAY)
     config = LoopConfig(max_episode_steps=STEPS, max_ticks=400)
