@@ -75,6 +75,58 @@ CASES: dict[str, tuple[Case, str]] = {
         lambda t: [*SERIAL, "--set", "robot.port=loop://", "--set", f"goals_file={goals_file(t, '- [1, 2]')}"],
         "expected a YAML list of finite [x, y, z] targets",
     ),
+    "goal_outside_the_workspace": (
+        lambda t: [
+            *SERIAL,
+            "--set",
+            "robot.port=loop://",
+            "--set",
+            f"goals_file={goals_file(t, '- [5.0, 0.75, 0.55]')}",
+        ],
+        "goal 0 = [5.0, 0.75, 0.55] m lies outside the workspace box",
+    ),
+    "seed_past_the_wire_range": (
+        lambda t: [
+            *SERIAL,
+            "--set",
+            "robot.port=loop://",
+            "--set",
+            f"goals_file={goals_file(t, '- [1.3, 0.75, 0.55]')}",
+            "--set",
+            f"seed={2**64 - 1}",
+            "--set",
+            "episodes=2",
+        ],
+        "'seed' = 18446744073709551615: the targets are seeded",
+    ),
+    "follow_store_missing": (
+        lambda t: [
+            *SERIAL,
+            "--set",
+            "robot.port=loop://",
+            "--set",
+            f"goals_file={goals_file(t, '- [1.3, 0.75, 0.55]')}",
+            "--set",
+            f"follow_store={t / 'no_store'}",
+        ],
+        "no_store is not a folder",
+    ),
+    "calibrate_inverted_safe_box": (
+        lambda t: ["calibrate", "--set", "safe_box_low=[1.65, 0.4, 0.4]", "--set", "safe_box_high=[1.05, 1.1, 0.95]"],
+        "safe box [1.65, 0.4, 0.4] .. [1.05, 1.1, 0.95] must be 3-D with low + 2 x margin_m",
+    ),
+    "calibrate_bound_of_no_field": (
+        lambda t: ["calibrate", "--set", "state_bounds.finger=[0, 1]"],
+        "state_bounds names 'finger', which is not a field",
+    ),
+    "shipped_path_outside_the_project": (
+        lambda t: ["run", "--set", "package=shipped:../../etc"],
+        "'package': shipped:../../etc must name a path inside the project",
+    ),
+    "shipped_file_missing": (
+        lambda t: ["run", "--config", "shipped:launch/nope.yaml"],
+        "this installation of robot-grpo has no launch/nope.yaml",
+    ),
     "serial_port_missing": (
         lambda t: [
             *SERIAL,
