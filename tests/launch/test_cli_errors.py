@@ -156,6 +156,18 @@ CASES: dict[str, tuple[Case, str]] = {
         lambda t: ["export", "--set", f"checkpoint={t / 'nope.zip'}", "--set", f"out_dir={t / 'pkg'}"],
         "nope.zip does not exist; train one first",
     ),
+    "export_checks_too_small": (
+        lambda t: [
+            "export",
+            "--set",
+            f"checkpoint={ROOT / 'models' / 'default_checkpoint.zip'}",
+            "--set",
+            f"out_dir={t / 'pkg'}",
+            "--set",
+            "parity_observations=100",
+        ],
+        "'parity_observations' / 'closed_loop_episodes': a package needs >= 10000 parity observations",
+    ),
     "finetune_missing_logs": (
         lambda t: ["finetune", "--set", f"logs={t / 'nope.tlog'}", "--set", f"store={t / 'store'}"],
         "nope.tlog",
