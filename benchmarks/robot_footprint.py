@@ -5,9 +5,10 @@
 Builds a fresh virtualenv with only the ``[robot]`` extra from a copy of this checkout (a plain, non-editable
 install: pip builds the wheel and installs it, as on a Jetson), measures the installed size (the whole environment,
 and per distribution), then serves the simulated robot on a pty from this (full) environment and runs
-``robot-grpo run`` on it as the robot would: the robot-only environment's own ``robot-grpo`` script, started from a
-folder that is not the checkout, over ``robot.kind=serial``. Its peak resident memory is the kernel's high-water
-mark of that process (``ru_maxrss`` from ``wait4``). The same run in this full environment is measured beside it.
+``robot-grpo run`` on it as the robot would: the robot-only environment's ``launch.cli:main`` (what its
+``robot-grpo`` script calls), started from a folder that is not the checkout, over ``robot.kind=serial``. Its peak
+resident memory is the kernel's high-water mark of that process (``VmHWM``, read as it ends). The same run in this
+full environment is measured beside it.
 Writes ``benchmarks/results/robot_footprint.{json,md}``.
 
 ``tests/launch/test_robot_install.py`` builds its environment with :func:`build_robot_env` from here.
@@ -23,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +39,7 @@ SOURCE_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".p
 TRAINING_SIDE = ("torch", "mujoco", "stable_baselines3", "gymnasium", "robot_grpo")
 PIP_TIMEOUT_S = 900.0  # a cold pip cache on a slow link: onnxruntime and numpy are ~40 MB of wheels
 RSS_GOAL_MB = 200.0
+INSTALLERS = ("pip", "setuptools")  # in every virtualenv; nothing on the robot runs them
 MB = 1024.0 * 1024.0
 GOALS = "- [1.30, 0.75, 0.55]\n- [1.25, 0.70, 0.60]\n- [1.40, 0.80, 0.50]\n"
 
@@ -135,38 +136,35 @@ def installed_size(env: RobotEnv) -> dict[str, object]:
     return {"venv_bytes": total, "distributions": per_dist}
 
 
-def run_measured(command: list[str], cwd: Path, env: dict[str, str]) -> dict[str, object]:
-    """Run ``command``; its exit status, output, wall time and peak resident memory (the kernel's high-water mark of
-    that process and the children it waited for, from ``wait4``)."""
+#: ``robot-grpo`` (``launch.cli:main``, what the console script calls) in this interpreter, reporting at its end the
+#: kernel's high-water mark of its resident memory. VmHWM belongs to the address space that exec starts afresh, so it
+#: is the run's own peak; ``ru_maxrss`` from ``wait4`` would also count the parent's memory at the fork.
+PEAK_RSS_PROBE = """
+import sys
+from launch.cli import main
+
+rc = main(sys.argv[1:])
+with open("/proc/self/status") as status:
+    peak_kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+print(f"peak_rss_kib {peak_kib}", file=sys.stderr)
+sys.exit(rc)
+"""
+
+
+def run_measured(python: str | Path, args: list[str], cwd: Path, env: dict[str, str]) -> dict[str, object]:
+    """``robot-grpo <args>`` with ``python``: its exit status, output, wall time and peak resident memory (MB)."""
     start = time.perf_counter()
-    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
-        stdout, stderr = _drain(p)
-        _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
+    done = subprocess.run([str(python), "-c", PEAK_RSS_PROBE, *args], cwd=cwd, env=env, capture_output=True, text=True)
+    lines = done.stderr.splitlines()
+    if not lines or not lines[-1].startswith("peak_rss_kib "):
+        raise RuntimeError(f"robot-grpo {' '.join(args)} ended without its memory figure: {done.stderr[-2000:]}")
     return {
-        "rc": p.returncode,
+        "rc": done.returncode,
         "wall_s": time.perf_counter() - start,
-        "peak_rss_mb": usage.ru_maxrss * 1024 / MB,  # Linux: ru_maxrss is in KiB
-        "stdout": stdout,
-        "stderr": stderr,
+        "peak_rss_mb": int(lines[-1].split()[1]) * 1024 / MB,
+        "stdout": done.stdout,
+        "stderr": "\n".join(lines[:-1]),
     }
-
-
-def _drain(process: subprocess.Popen) -> tuple[str, str]:
-    """Read both pipes to their end without reaping the process (``communicate`` would wait() it first)."""
-    chunks: dict[str, str] = {}
-
-    def read(name: str, stream) -> None:
-        chunks[name] = stream.read()
-
-    threads = [
-        threading.Thread(target=read, args=(n, s)) for n, s in (("out", process.stdout), ("err", process.stderr))
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return chunks["out"], chunks["err"]
 
 
 def serial_run_args(port: str, goals: Path, episodes: int, name: str) -> list[str]:
@@ -200,16 +198,14 @@ def measure(episodes: int, work: Path) -> dict[str, object]:
     size = installed_size(env)
     runs = {}
     full_env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for label, command, environ in (
-        ("robot-only [robot] install", [str(env.robot_grpo)], env.environ()),
-        ("full environment (training side installed)", [sys.executable, "-m", "launch.cli"], full_env),
+    for label, python, environ in (
+        ("robot-only [robot] install", env.python, env.environ()),
+        ("full environment (training side installed)", sys.executable, full_env),
     ):
         robot = SimRobotProcess(mode="realtime")
         try:
             name = "robot_only" if "robot-only" in label else "full"
-            result = run_measured(
-                [*command, *serial_run_args(robot.port_name, goals, episodes, name)], outside, environ
-            )
+            result = run_measured(python, serial_run_args(robot.port_name, goals, episodes, name), outside, environ)
         finally:
             robot.stop()
         if result["rc"] != 0:
@@ -228,6 +224,9 @@ def measure(episodes: int, work: Path) -> dict[str, object]:
         "build_s": round(build_s, 1),
         "training_side_importable": training_side,
         "venv_mb": round(size["venv_bytes"] / MB, 1),
+        "venv_without_installers_mb": round(
+            (size["venv_bytes"] - sum(size["distributions"].get(name, 0) for name in INSTALLERS)) / MB, 1
+        ),
         "distributions_mb": {k: round(v / MB, 2) for k, v in size["distributions"].items()},
         "runs": runs,
         "rss_goal_mb": RSS_GOAL_MB,
@@ -250,13 +249,17 @@ def write_results(results: dict[str, object], stem: str = "robot_footprint") -> 
         + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in results["training_side_importable"].items())
         + ".",
         "",
-        f"Installed size: **{results['venv_mb']} MB** (the whole virtualenv, pip and setuptools included).",
+        f"Installed size: **{results['venv_mb']} MB** (the whole virtualenv), "
+        f"{results['venv_without_installers_mb']} MB without pip and setuptools.",
         "",
         markdown_table(["distribution", "MB"], [[k, v] for k, v in dists.items()]),
         "",
         f"`robot-grpo run` over `robot.kind=serial` against the simulated robot (served on a pty from the full "
         f"environment, real time, 25 Hz), {results['episodes_per_run']} episodes, started outside the checkout. "
-        f"Peak RSS is the runtime process's high-water mark (goal < {results['rss_goal_mb']:.0f} MB).",
+        f"Peak RSS is the runtime process's high-water mark (goal < {results['rss_goal_mb']:.0f} MB). The full "
+        "environment's run also draws latency.png with matplotlib, which the robot-only run skips: importing "
+        "matplotlib and drawing the histogram adds ~50 MB to a process holding numpy and onnxruntime. Tick latency "
+        "here is on a shared 2-core machine loaded by other jobs (the loop's own figures: control_loop.md).",
         "",
         markdown_table(
             ["environment", "peak RSS (MB)", "episodes", "success", "tick latency p99 (ms)", "wall (s)"],

@@ -6,8 +6,8 @@ a pty from its own (full) environment.
 - the training side (torch, mujoco, stable_baselines3, gymnasium, robot_grpo) does not import there, and a training
   job says in one line which extra it needs;
 - ``calibrate`` over the link, ``run`` over ``robot.kind=serial`` with the spec it wrote and with the shipped one:
-  exit 0, no traceback, run_report.json and the tick log written, the plot skipped with one line; the tick log is
-  read by the fine-tuner's reader here, on the training side;
+  exit 0, no traceback, run_report.json and the tick log written, the plot skipped with one line, peak memory under
+  the 200 MB goal; the tick log is read by the fine-tuner's reader here, on the training side;
 - package verification: a package with a changed byte is refused by name;
 - a package store: installed, promoted, followed by a running controller (the promoted package swapped in between
   ticks), rolled back with the store's command.
@@ -25,7 +25,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.robot_footprint import GOALS, TRAINING_SIDE, RobotEnv, build_robot_env, importable
+from benchmarks.robot_footprint import (
+    GOALS,
+    RSS_GOAL_MB,
+    TRAINING_SIDE,
+    RobotEnv,
+    build_robot_env,
+    importable,
+    run_measured,
+)
 from deploy.finetune.dataset import load_log_dataset
 from deploy.runtime.package import load_package
 from envs.sim_robot_process import SimRobotProcess
@@ -128,9 +136,12 @@ def test_calibrate_over_the_link_then_run_with_the_spec_it_wrote(robot_env, home
 
 
 def test_run_on_the_shipped_spec_writes_a_log_the_fine_tuner_reads(robot_env, home, sim_robot):
-    run = robot_grpo(robot_env, home, *serial_run(sim_robot.port_name, "line", "--set", "episodes=3"))
-    assert run.returncode == 0, run.stderr
-    assert "latency.png skipped: matplotlib is not installed" in run.stdout, run.stdout
+    run = run_measured(
+        robot_env.python, serial_run(sim_robot.port_name, "line", "--set", "episodes=3"), home, robot_env.environ()
+    )
+    assert run["rc"] == 0 and "Traceback" not in run["stderr"], run["stderr"]
+    assert "latency.png skipped: matplotlib is not installed" in run["stdout"], run["stdout"]
+    assert run["peak_rss_mb"] < RSS_GOAL_MB, run["peak_rss_mb"]
     folder = home / "runs" / "line"
     report = json.loads((folder / "run_report.json").read_text())
     assert report["episodes"] == 3 and report["robot_spec"]["robot_id"] == "sim_fetch"
