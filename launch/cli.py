@@ -53,6 +53,7 @@ EXTRA_OF_PACKAGE = {
     "tensorrt": "trt",
     "cuda": "trt",
 }
+ROBOT_ONLY_NOTE = " (the robot computer's [robot] install runs run and calibrate on a serial port)"
 
 
 def expected_errors() -> tuple[type[BaseException], ...]:
@@ -208,10 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         extra = EXTRA_OF_PACKAGE.get((err.name or "").partition(".")[0])
         if extra is None or args.debug:
             raise
+        robot_note = ROBOT_ONLY_NOTE if extra in ("sim", "export") else ""
         print(
             f"robot-grpo: error: {args.command} needs {err.name}, which this installation lacks: install it with "
-            f"pip install 'robot-grpo[{extra}]' (the robot computer's [robot] install runs run and calibrate "
-            "on a serial port)",
+            f"pip install 'robot-grpo[{extra}]'{robot_note}",
             file=sys.stderr,
         )
         return EXIT_USAGE

@@ -190,3 +190,24 @@ def test_bad_input_is_one_line_exit_2_no_traceback(name: str, tmp_path: Path, ca
 def test_debug_shows_the_traceback(tmp_path: Path):
     with pytest.raises(Exception, match="is not a policy package folder"):
         main(["run", "--debug", "--set", f"package={tmp_path / 'nope'}", "--set", f"output={tmp_path}"])
+
+
+@pytest.mark.parametrize(("missing", "extra"), [("torch", "sim"), ("mujoco.viewer", "sim"), ("ray", "cluster")])
+def test_a_job_whose_extra_is_not_installed_names_it(monkeypatch, capsys, missing: str, extra: str):
+    def job_without(config):
+        raise ModuleNotFoundError(f"No module named {missing!r}", name=missing)
+
+    monkeypatch.setattr("launch.cli.run_job", job_without)
+    assert main(["train"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"robot-grpo: error: train needs {missing}, which this installation lacks: install it ")
+    assert f"pip install 'robot-grpo[{extra}]'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_missing_module_that_is_no_optional_dependency_is_a_bug_and_raises(monkeypatch):
+    def job_without(config):
+        raise ModuleNotFoundError("No module named 'launch.job_nope'", name="launch.job_nope")
+
+    monkeypatch.setattr("launch.cli.run_job", job_without)
+    with pytest.raises(ModuleNotFoundError, match="launch.job_nope"):
+        main(["train"])
