@@ -17,8 +17,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy.shipped import INSTALL_ROOT, ShippedFileError, resolve_path, shipped_path
-
 ROOT = Path(__file__).resolve().parents[2]
 CLI_TIMEOUT_S = 300
 
@@ -39,19 +37,6 @@ def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def resolved(cwd: Path, name: str) -> dict:
     return yaml.safe_load((cwd / "runs" / name / "resolved_config.yaml").read_text())
-
-
-def test_shipped_names_resolve_beside_the_packages_and_user_paths_stay_relative(tmp_path: Path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert INSTALL_ROOT == ROOT
-    assert shipped_path("calibration/sim_fetch.yaml") == ROOT / "calibration" / "sim_fetch.yaml"
-    assert resolve_path("shipped:models/default") == ROOT / "models" / "default"
-    assert resolve_path("models/default") == Path("models/default")  # the user's: relative to this folder
-    for bad in ("../etc/passwd", "/etc/passwd", ""):
-        with pytest.raises(ShippedFileError, match="must name a path inside the project"):
-            shipped_path(bad)
-    with pytest.raises(ShippedFileError, match="has no models/nope"):
-        resolve_path("shipped:models/nope")
 
 
 def test_run_calibrate_eval_from_another_folder_use_the_shipped_defaults(tmp_path: Path):
