@@ -15,7 +15,6 @@ from package_fixtures import make_package, reseal
 
 from deploy.runtime.package import EWC_FILE, PackageError, load_package
 
-
 MARKER = Path(__file__).with_name("ewc_pickle_was_executed")  # never written: nothing may be unpickled
 
 
