@@ -50,6 +50,7 @@ bench: install
 	$(BIN)/python benchmarks/inference_latency.py
 	$(BIN)/python benchmarks/safety_filter.py
 	$(BIN)/python benchmarks/control_loop.py
+	$(BIN)/python benchmarks/robot_footprint.py
 	$(BIN)/python benchmarks/learning.py --task easy
 	$(BIN)/python benchmarks/learning.py --task hard
 	$(BIN)/python benchmarks/continual.py

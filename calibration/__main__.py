@@ -1,4 +1,4 @@
-"""Calibrate a robot over its serial link and write ``calibration/<robot_id>.yaml``.
+"""Calibrate a robot over its serial link and write ``calibration/<robot_id>.yaml`` in the current folder.
 
     python -m calibration --port /dev/ttyUSB0 --robot-id fetch_lab1 \\
         --safe-box-low 1.05 0.40 0.40 --safe-box-high 1.65 1.10 0.95 [--repeats 5] [--out FILE]
@@ -25,8 +25,9 @@ EXIT_FAILED = 1
 def run_calibration(
     port: str, config: ProbeConfig, out: str | Path | None = None, baudrate: int = DEFAULT_BAUDRATE
 ) -> Path:
-    """Open ``port``, run the probe, save the file (default ``calibration/<robot_id>.yaml``); returns its path."""
-    path = Path(out) if out else Path(__file__).resolve().parent / f"{config.robot_id}.yaml"
+    """Open ``port``, run the probe, save the file (default ``calibration/<robot_id>.yaml`` under the current folder:
+    an output, so never inside the installed package); returns its path."""
+    path = Path(out) if out else Path("calibration") / f"{config.robot_id}.yaml"
     with Link(port, baudrate=baudrate) as link:
         spec, _ = calibrate(link, config)
     return save_robot_spec(spec, path)
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="delay measurements")
     parser.add_argument("--baudrate", type=int, default=DEFAULT_BAUDRATE, help="serial line rate, bit/s")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=None, help="file to write (default calibration/<robot-id>.yaml)")
+    parser.add_argument("--out", default=None, help="file to write (default ./calibration/<robot-id>.yaml)")
     args = parser.parse_args(argv)
     try:
         config = ProbeConfig(

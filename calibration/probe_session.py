@@ -130,7 +130,8 @@ class ProbeConfig:
         low, high = np.asarray(self.safe_box_low, float), np.asarray(self.safe_box_high, float)
         if low.shape != (AXES,) or high.shape != (AXES,) or not np.all(low + 2 * self.margin_m < high):
             raise ValueError(
-                f"safe box {list(low)} .. {list(high)} must be 3-D with low + 2 x margin_m ({self.margin_m} m) < high"
+                f"safe box {low.tolist()} .. {high.tolist()} must be 3-D with low + 2 x margin_m ({self.margin_m} m) "
+                "< high on every axis"
             )
         if self.settle_steps <= self.max_delay_steps:
             raise ValueError(f"settle_steps ({self.settle_steps}) must exceed max_delay_steps ({self.max_delay_steps})")
@@ -163,13 +164,14 @@ def bounded_fields(
     contract: ObservationContract, bounds: Mapping[str, tuple[float, float]] | None
 ) -> list[tuple[str, slice, float, float]]:
     """(field name, its slice of the state, low, high) for each field ``bounds`` names; a name the contract has no
-    field of, or the position's (the safe box bounds it), is a ValueError naming the fields it may bound."""
+    field of, or the position's (the safe box bounds it), is a CalibrationError (a ValueError) naming the fields it
+    may bound."""
     where = {name: slice(start, stop) for name, start, stop in contract.field_spans()}
     allowed = [name for name in where if name != contract.position_field]
     out = []
     for name, (low, high) in (bounds or {}).items():
         if name not in allowed:
-            raise ValueError(
+            raise CalibrationError(
                 f"state_bounds names {name!r}, which is not a field of the {contract.name} state the probe may "
                 f"bound (the position is the safe box's); the fields: {', '.join(allowed)}"
             )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ import numpy as np
 
 EWC_FORMAT_VERSION = 1
 PARAM_PREFIX, FISHER_PREFIX, META_PREFIX = "param/", "fisher/", "meta/"
+META_NAMES = tuple(META_PREFIX + name for name in ("format_version", "consolidations", "lambda", "gamma"))
 
 
 @dataclass(frozen=True)
@@ -80,16 +82,37 @@ def ewc_to_bytes(state: EwcState) -> bytes:
     return buffer.getvalue()
 
 
+def _check_entries(arrays: Mapping[str, np.ndarray], source: str) -> None:
+    """Only ``param/``, ``fisher/`` and the known ``meta/`` names; weights and Fisher float arrays, meta scalars."""
+    for name, value in arrays.items():
+        if name.startswith((PARAM_PREFIX, FISHER_PREFIX)):
+            if value.dtype.kind != "f":
+                raise ValueError(f"{source}: {name} has dtype {value.dtype}; EWC weights and Fisher are float arrays")
+        elif name in META_NAMES:
+            if value.shape != () or value.dtype.kind not in "iuf":
+                raise ValueError(f"{source}: {name} must be a number, got dtype {value.dtype} shape {value.shape}")
+        else:
+            raise ValueError(
+                f"{source}: unexpected entry {name!r}; an EWC file holds only {PARAM_PREFIX}<name>, "
+                f"{FISHER_PREFIX}<name> and {', '.join(META_NAMES)}"
+            )
+
+
 def ewc_from_bytes(data: bytes, source: str = "ewc.npz") -> EwcState:
     """Read an EWC file's bytes (e.g. ``PolicyPackage.read_verified("ewc.npz")``, already hash-checked).
 
-    Raises ValueError naming ``source`` on a file that is not an EWC npz or has a format this build does not read.
+    Raises ValueError naming ``source`` on a file that is not a plain-array EWC npz (a pickle, an object array, an
+    unknown entry, integer weights, NaN, shapes that disagree) or has a format this build does not read.
     """
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        loaded = np.load(io.BytesIO(data), allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):  # a single .npy array
+            raise ValueError(f"np.load gave a {type(loaded).__name__}, not an .npz archive of named arrays")
+        with loaded as npz:
             arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{source}: not an EWC .npz file ({err})") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:  # a pickle, an object array, not a zip
+        raise ValueError(f"{source}: not an EWC .npz file of plain arrays ({err})") from None
+    _check_entries(arrays, source)
     version = int(arrays.get(META_PREFIX + "format_version", np.array(EWC_FORMAT_VERSION)))
     if version != EWC_FORMAT_VERSION:
         raise ValueError(

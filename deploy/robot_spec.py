@@ -67,9 +67,10 @@ from deploy.robot_spec_sections import (
     parse_state_bounds,
     vector,
 )
+from deploy.shipped import INSTALL_ROOT
 
 SCHEMA_VERSION = 2
-DEFAULT_SIM_SPEC = Path(__file__).resolve().parent.parent / "calibration" / "sim_fetch.yaml"
+DEFAULT_SIM_SPEC = INSTALL_ROOT / "calibration" / "sim_fetch.yaml"  # shipped: found wherever the command runs
 DEFAULT_WATCHDOG_HOLD_S = 0.1
 DEFAULT_WATCHDOG_STOP_S = 0.5
 DEFAULT_ENVELOPE_MARGIN_M = 0.1

@@ -1,13 +1,16 @@
 """The ``robot-grpo`` command: the composition root that ties the layers together.
 
-Each subcommand reads its launch file (``launch/<job>.yaml`` by default, or ``--config FILE``), applies
+Each subcommand reads its launch file (the shipped ``launch/<job>.yaml`` by default, or ``--config FILE``; a path
+relative to the current folder, or ``shipped:launch/<file>.yaml`` for one that ships with robot-grpo), applies
 ``--set key.sub=value`` overrides, validates, writes the resolved config under ``runs/<name>/`` and runs the job.
 Heavy imports (torch, MuJoCo, SB3) happen only inside the job that needs them, so ``robot-grpo run`` on the
 robot needs no torch.
 
 An expected error (a bad launch file or override, a package that fails its checks, a bad robot spec, a robot that
 does not fit the package, a port that will not open, a silent robot, a bad goals file) prints one line naming the
-key or file and the fix, and exits with status 2; ``--debug`` shows the traceback instead.
+key or file and the fix, and exits with status 2; ``--debug`` shows the traceback instead. So does a job whose
+optional dependencies are not installed (``train`` on the robot computer's ``[robot]`` install): the line names
+the missing package and the extra that brings it.
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ import logging
 import os
 import sys
 import warnings
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from deploy.shipped import INSTALL_ROOT, ShippedFileError, resolve_path
 from launch.jobs import JOBS, read_launch_yaml, validate_launch
 from launch.schema import LaunchError
 
@@ -30,6 +33,27 @@ EXIT_USAGE = 2  # an expected error: bad input, named in one line
 # Library loggers whose chatter buries the jobs' own progress lines (the jobs log through ``launch``/``deploy``):
 # INFO and WARNING notices about optional pieces we do not use (torchvision ops, symbolic shape inference).
 QUIET_LOGGERS = ("torch", "onnxscript", "onnx_ir", "onnxruntime", "matplotlib", "PIL", "ray", "stable_baselines3")
+# Third-party packages a job may need that an install can lack, and the pyproject extra that brings each one.
+EXTRA_OF_PACKAGE = {
+    "torch": "sim",
+    "mujoco": "sim",
+    "gymnasium": "sim",
+    "gymnasium_robotics": "sim",
+    "stable_baselines3": "sim",
+    "tqdm": "sim",
+    "rich": "sim",
+    "matplotlib": "sim",
+    "tensorboard": "sim",
+    "onnx": "export",
+    "onnxscript": "export",
+    "onnxruntime": "robot",
+    "serial": "robot",
+    "cobs": "robot",
+    "ray": "cluster",
+    "tensorrt": "trt",
+    "cuda": "trt",
+}
+ROBOT_ONLY_NOTE = " (the robot computer's [robot] install runs run and calibrate on a serial port)"
 
 
 def expected_errors() -> tuple[type[BaseException], ...]:
@@ -49,6 +73,7 @@ def expected_errors() -> tuple[type[BaseException], ...]:
         LinkError,
         TimeoutError,
         FileNotFoundError,
+        ShippedFileError,
     ]
     try:
         from calibration.probe_session import CalibrationError
@@ -70,7 +95,7 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|onnxscript|gymnasium|stable_baselines3)")
 
 
-LAUNCH_DIR = Path(__file__).resolve().parent
+LAUNCH_DIR = INSTALL_ROOT / "launch"  # the shipped launch files, found from any folder
 DEFAULT_LAUNCH_FILES = {
     "train": "train_fetch_reach.yaml",
     "eval": "eval.yaml",
@@ -117,7 +142,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 def resolve_config(job: str | None, config_path: str | None, overrides: list[str]) -> dict[str, Any]:
     """The validated launch config of a job: its launch file, then the overrides."""
-    path = Path(config_path) if config_path else LAUNCH_DIR / DEFAULT_LAUNCH_FILES[job or ""]
+    path = resolve_path(config_path) if config_path else LAUNCH_DIR / DEFAULT_LAUNCH_FILES[job or ""]
     raw = read_launch_yaml(path)
     if not isinstance(raw, dict):
         raise LaunchError(f"{path}: the top level must be a mapping with 'job'")
@@ -139,14 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
     for job in JOBS:
         p = sub.add_parser(job, help=HELP[job], description=HELP[job])
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show an error's traceback")
-        p.add_argument("--config", help=f"launch file (default: launch/{DEFAULT_LAUNCH_FILES[job]})")
+        p.add_argument("--config", help=f"launch file (default: shipped:launch/{DEFAULT_LAUNCH_FILES[job]})")
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a launch key")
         p.add_argument("--name", help="run name (runs/<name>/)")
         if job == "demo":
             p.add_argument("--quick", action="store_true", help="start from the shipped default model")
     p = sub.add_parser("launch", help="run a launch file (its 'job' picks the subcommand)")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show an error's traceback")
-    p.add_argument("file", help="launch/*.yaml")
+    p.add_argument("file", help="a launch file, e.g. shipped:launch/train_hard_reach.yaml")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a launch key")
     return parser
 
@@ -179,6 +204,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"robot-grpo: error: {one_line(err)}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as err:
+        extra = EXTRA_OF_PACKAGE.get((err.name or "").partition(".")[0])
+        if extra is None or args.debug:
+            raise
+        robot_note = ROBOT_ONLY_NOTE if extra in ("sim", "export") else ""
+        print(
+            f"robot-grpo: error: {args.command} needs {err.name}, which this installation lacks: install it with "
+            f"pip install 'robot-grpo[{extra}]'{robot_note}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from launch.job_run import start_robot
 from launch.jobs import write_resolved
+from launch.schema import LaunchError
 
 
 def calibrate(config: dict[str, Any], run_dir: Path) -> tuple[Path, dict[str, Any]]:
@@ -17,13 +18,16 @@ def calibrate(config: dict[str, Any], run_dir: Path) -> tuple[Path, dict[str, An
     from deploy.robot_spec import save_robot_spec
     from deploy.wire import Link
 
-    probe = ProbeConfig(
-        safe_box_low=tuple(config["safe_box_low"]),
-        safe_box_high=tuple(config["safe_box_high"]),
-        robot_id=config["robot_id"],
-        repeats=config["repeats"],
-        state_bounds=config["state_bounds"] or None,
-    )
+    try:
+        probe = ProbeConfig(
+            safe_box_low=tuple(config["safe_box_low"]),
+            safe_box_high=tuple(config["safe_box_high"]),
+            robot_id=config["robot_id"],
+            repeats=config["repeats"],
+            state_bounds=config["state_bounds"] or None,
+        )
+    except ValueError as err:  # an inverted or too thin safe box, bad state bounds: the launch file's keys
+        raise LaunchError(f"calibrate settings (safe_box_low, safe_box_high, state_bounds): {err}") from None
     out = Path(config["out"]) if config["out"] else run_dir / f"{config['robot_id']}.yaml"
     port, process = start_robot(config["robot"], seed=0)
     try:

@@ -22,10 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from deploy.shipped import INSTALL_ROOT, resolve_path
 from launch.jobs import DEFAULT_CHECKPOINT, DEFAULT_PACKAGE, validate_launch, write_resolved
 from launch.report import plot_latency_histogram, plot_learning_curve
 
-SHIPPED_CURVE = Path(DEFAULT_PACKAGE).parent / "default_learning_curve.json"
+SHIPPED_CURVE = INSTALL_ROOT / "models" / "default_learning_curve.json"
 LINE_PERIOD_S = 0.005  # the line's data collection runs the lock-step robot, so it need not wait 40 ms a tick
 
 
@@ -105,7 +106,7 @@ def demo(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
 
     stages.start("train" if not quick else "load the shipped default model")
     if quick:
-        package, checkpoint = DEFAULT_PACKAGE, DEFAULT_CHECKPOINT
+        package, checkpoint = str(resolve_path(DEFAULT_PACKAGE)), str(resolve_path(DEFAULT_CHECKPOINT))
         if not (Path(package) / "manifest.json").is_file():
             raise FileNotFoundError(f"{package} holds no policy package; run `make model` or the demo without --quick")
         curve = json.loads(SHIPPED_CURVE.read_text()) if SHIPPED_CURVE.is_file() else []

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from launch.jobs import write_resolved
+from launch.schema import LaunchError
 from launch.training import env_kwargs_from
 
 
@@ -22,6 +23,10 @@ def export(config: dict[str, Any], overwrite: bool = True) -> Path:
             f"checkpoint {config['checkpoint']} does not exist; train one first (robot-grpo train writes "
             "runs/<name>/model.zip) or set checkpoint to an existing .zip"
         )
+    try:
+        checks = ExportConfig(n_parity_obs=config["parity_observations"], n_episodes=config["closed_loop_episodes"])
+    except ValueError as err:  # check sizes below what a package must be verified on
+        raise LaunchError(f"'parity_observations' / 'closed_loop_episodes': {err}") from None
     model = GRPO.load(config["checkpoint"], device="cpu")
     env = make_env(env_id, env_kwargs)
     try:
@@ -30,7 +35,6 @@ def export(config: dict[str, Any], overwrite: bool = True) -> Path:
         env.close()
     params, fisher = ewc.anchor_arrays()
     anchor = EwcAnchor(params, fisher, meta={"source": "sim", "env_id": env_id, "consolidations": 0})
-    checks = ExportConfig(n_parity_obs=config["parity_observations"], n_episodes=config["closed_loop_episodes"])
     return export_package(
         model,
         config["out_dir"],

@@ -127,6 +127,7 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     from deploy.runtime.loop import Controller
     from deploy.runtime.loop_config import LoopConfig
     from deploy.runtime.ticklog import TickLogWriter
+    from deploy.wire.messages import MAX_SEED
 
     spec = load_robot_spec(config["calibration"] or DEFAULT_SIM_SPEC)
     package, mismatched = checked_package(config, spec)
@@ -140,6 +141,11 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     if config["follow_store"]:
         if config["explore"]:
             raise LaunchError("'follow_store' and 'explore' cannot be combined: a swapped-in package has no noise")
+        if not Path(config["follow_store"]).is_dir():
+            raise LaunchError(
+                f"'follow_store' = {config['follow_store']} is not a folder: give the package store the promotions "
+                "go to (robot-grpo finetune's 'store'; python -m deploy.finetune.promote status --store DIR shows one)"
+            )
         # Every package the follower swaps in answers (and is warmed up on) an observation the controller builds.
         centre_m = (np.asarray(spec.workspace_low) + np.asarray(spec.workspace_high)) / 2.0
         probe = contract_probe(contract, centre_m)
@@ -151,6 +157,11 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     n_targets = -(-episodes // attempts)
     box = (spec.workspace_low, spec.workspace_high)
     skipped = 0
+    if config["seed"] + n_targets - 1 > MAX_SEED:
+        raise LaunchError(
+            f"'seed' = {config['seed']}: the targets are seeded {config['seed']}.. {config['seed'] + n_targets - 1}, "
+            f"past {MAX_SEED} (HOME carries a seed as an unsigned 64-bit integer); use a smaller seed"
+        )
     if config["goals_file"]:
         targets = read_goals_file(config["goals_file"], n_targets)
         target_seeds = [config["seed"] + i for i in range(n_targets)]
@@ -162,7 +173,11 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     else:
         raise LaunchError("'goals_file' is required on a real robot: the targets of the line, [x, y, z] metres")
     index = [i // attempts for i in range(episodes)]
-    goals = GoalSource(targets[index], [target_seeds[i] for i in index], workspace=box)
+    try:
+        goals = GoalSource(targets[index], [target_seeds[i] for i in index], workspace=box)
+    except ValueError as err:  # a target outside the robot spec's workspace
+        source = f"goals_file {config['goals_file']}" if config["goals_file"] else "the simulated task's goals"
+        raise LaunchError(f"{source}: {err} (the workspace of robot spec {spec.robot_id!r})") from None
     steps = config["episode_steps"]
     if config["period_s"] is not None and not (robot["kind"] == "sim" and robot["lockstep"]):
         raise LaunchError(
@@ -265,12 +280,16 @@ def shortfall(summary: dict[str, Any], wanted: int) -> str:
 
 
 def main(config: dict[str, Any]) -> int:
-    from launch.report import plot_latency_histogram
+    from launch.report import plot_latency_histogram, plotting_available
 
     run_dir = Path(config["output"]) / config["name"]
     write_resolved(config, run_dir)
     summary = run(config, run_dir)
-    plot_latency_histogram(tick_latencies(Path(summary["ticklog"])), run_dir / "latency.png", "control tick latency")
+    if plotting_available():
+        latencies = tick_latencies(Path(summary["ticklog"]))
+        plot_latency_histogram(latencies, run_dir / "latency.png", "control tick latency")
+    else:  # the robot computer's [robot] install: the report and the tick log hold every figure of the plot
+        print("robot-grpo: latency.png skipped: matplotlib is not installed (pip install matplotlib to draw it)")
     timing = summary["timing"]
     follower = summary["follower"]
     if follower and (follower["refusals"] or follower["watch_errors"]):

@@ -35,8 +35,9 @@ OBJECT_TASK_IDS = ("DelayedFetchPush-v0", "DelayedFetchPickAndPlace-v0", "Delaye
 MAX_APPROACH_COEF = 100.0  # reward per metre; the sparse reward is -1 per step, so far above any useful weight
 VARIANTS = ("fp32", "fp16", "int8", "engine")
 SCALE_BACKENDS = ("threaded", "ray")
-DEFAULT_PACKAGE = "models/default"
-DEFAULT_CHECKPOINT = "models/default_checkpoint.zip"
+# Shipped with robot-grpo: found beside the installed packages from any folder (deploy.shipped).
+DEFAULT_PACKAGE = "shipped:models/default"
+DEFAULT_CHECKPOINT = "shipped:models/default_checkpoint.zip"
 
 ENV = Section(
     {
@@ -60,7 +61,10 @@ ENV = Section(
             doc="object tasks: reward per metre of new closest gripper-to-object approach (a training signal)",
         ),
         "calibration": Field(
-            "path", None, nullable=True, doc="robot spec file: delay and noise (default calibration/sim_fetch.yaml)"
+            "path",
+            None,
+            nullable=True,
+            doc="robot spec file: delay and noise (default shipped:calibration/sim_fetch.yaml)",
         ),
     },
     doc="the simulated task",
@@ -180,7 +184,7 @@ SCHEMAS: dict[str, Section] = {
             "variant": Field("str", "fp32", choices=VARIANTS),
             "robot": ROBOT,
             "calibration": Field(
-                "path", None, nullable=True, doc="robot spec file (default calibration/sim_fetch.yaml)"
+                "path", None, nullable=True, doc="robot spec file (default shipped:calibration/sim_fetch.yaml)"
             ),
             "override_compatibility": Field(
                 "bool", False, doc="run although the robot spec and the package disagree (logged in the run report)"

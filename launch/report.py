@@ -1,11 +1,21 @@
-"""Run reports: learning-curve and latency-histogram PNGs, markdown tables (matplotlib, Agg backend)."""
+"""Run reports: learning-curve and latency-histogram PNGs, markdown tables (matplotlib, Agg backend).
+
+matplotlib comes with the training side ([sim]); the robot computer's [robot] install has none, so callers on the
+robot side ask :func:`plotting_available` and skip their plots without it.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+
+def plotting_available() -> bool:
+    """Whether matplotlib is installed, so the plot functions below can draw."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _pyplot():

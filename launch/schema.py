@@ -3,6 +3,9 @@
 Validation errors name the file, the dotted key, what was wrong and what is allowed, e.g.
 ``launch/train.yaml: 'algo.gamma' = 1.5 is out of range [0.0, 1.0]`` or
 ``launch/run.yaml: unknown key 'robot.baud'; allowed keys: baudrate, delay, kind, lockstep, port``.
+A "path" field takes a path relative to the current folder, or ``shipped:<path>`` for a file that ships with
+robot-grpo (``shipped:calibration/sim_fetch.yaml``), which validation turns into its absolute path on this machine
+(:mod:`deploy.shipped`), so the resolved config says which file a run used.
 yaml + stdlib only: ``robot-grpo run`` validates its launch file on the robot without torch.
 """
 
@@ -12,6 +15,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from deploy.shipped import SHIPPED_PREFIX, ShippedFileError, resolve_path
 
 _MISSING = object()
 
@@ -24,8 +29,9 @@ class LaunchError(ValueError):
 class Field:
     """One key of a launch file.
 
-    :param kind: "int", "float", "bool", "str", "path", "list[float]", "list[int]", "mapping" (free-form, checked
-        later by the job, e.g. algorithm hyperparameters against the algorithm's signature).
+    :param kind: "int", "float", "bool", "str", "path" (``shipped:<path>`` names a shipped file), "list[float]",
+        "list[int]", "mapping" (free-form, checked later by the job, e.g. algorithm hyperparameters against the
+        algorithm's signature).
     :param default: the value when the key is absent; ``required=True`` fields have none.
     :param choices: allowed values (for "str").
     :param low: inclusive lower bound (numbers; list items).
@@ -70,6 +76,16 @@ def _check_number(value: Any, key: str, spec: Field, integer: bool) -> float | i
     return int(value) if integer else float(value)
 
 
+def _resolve_shipped(value: Any, key: str) -> Any:
+    """A ``shipped:`` path as its absolute path on this machine; any other value unchanged."""
+    if not (isinstance(value, str) and value.startswith(SHIPPED_PREFIX)):
+        return value
+    try:
+        return str(resolve_path(value))
+    except ShippedFileError as err:
+        raise LaunchError(f"'{key}': {err}") from None
+
+
 def _check_field(value: Any, key: str, spec: Field) -> Any:
     if value is None:
         if spec.nullable:
@@ -90,7 +106,7 @@ def _check_field(value: Any, key: str, spec: Field) -> Any:
         if spec.choices is not None and value not in spec.choices:
             allowed = ", ".join(map(str, spec.choices))
             raise LaunchError(f"'{key}' = {value!r} is not allowed; allowed values: {allowed}")
-        return value
+        return _resolve_shipped(value, key) if kind == "path" else value
     if kind in ("list[float]", "list[int]"):
         if not isinstance(value, list | tuple):
             raise LaunchError(f"'{key}' must be a list, got {value!r}")
@@ -125,7 +141,7 @@ def validate(data: Any, section: Section, prefix: str = "") -> dict[str, Any]:
         if name not in data:
             if spec.required:
                 raise LaunchError(f"missing key '{key}' ({spec.doc})")
-            resolved[name] = spec.default
+            resolved[name] = _resolve_shipped(spec.default, key) if spec.kind == "path" else spec.default
             continue
         resolved[name] = _check_field(data[name], key, spec)
     return resolved

@@ -7,7 +7,7 @@ A package is a folder written by ``deploy.export``::
     policy_fp16.onnx     fp16 weights and math, fp32 input/output
     policy_int8.onnx     static QDQ int8
     policy.engine        TensorRT fp16 engine, built on the target (``python -m deploy.export.tensorrt_build``)
-    ewc.npz              optional: EWC anchor weights + diagonal Fisher (plain arrays, loaded without pickle)
+    ewc.npz              optional: EWC anchor weights + diagonal Fisher (plain arrays, checked at load, never pickle)
     report.md / .json    parity, closed-loop success and latency of every variant
 
 Integrity: ``manifest.json`` lists the sha256 of every other file, and carries a digest of its own bytes
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.contract import ObservationContract, known_task_differences
+from deploy.ewc_file import EwcState, ewc_from_bytes
 from deploy.runtime.backends import ModelLoadError
 from deploy.runtime.manifest_fields import check_manifest_fields, check_manifest_keys
 from deploy.runtime.package_names import (  # also imported from here by the exporter, the engine builder, tests
@@ -269,14 +270,12 @@ class PolicyPackage:
         """The EWC anchor (``{"params": {name: array}, "fisher": {name: array}}``) or None when not packaged."""
         if EWC_FILE not in self.manifest["files"]:
             return None
-        import io
-
-        import numpy as np
-
-        with np.load(io.BytesIO(self.read_verified(EWC_FILE)), allow_pickle=False) as data:
-            params = {k[len("param/") :]: data[k] for k in data.files if k.startswith("param/")}
-            fisher = {k[len("fisher/") :]: data[k] for k in data.files if k.startswith("fisher/")}
-        return {"params": params, "fisher": fisher}
+        path = self.folder / EWC_FILE
+        try:
+            state = ewc_from_bytes(self.read_verified(EWC_FILE), source=EWC_FILE)
+        except ValueError as exc:
+            raise PackageError(path, f"is not a plain-array EWC file: {exc}. Re-export the package") from None
+        return {"params": dict(state.params), "fisher": dict(state.fisher)}
 
 
 def load_package(folder: str | Path, allow_failed_checks: bool = False) -> PolicyPackage:
@@ -285,7 +284,8 @@ def load_package(folder: str | Path, allow_failed_checks: bool = False) -> Polic
     Raises :class:`PackageError` (naming the file, or the manifest field and how to fix it) on a missing, modified
     or unexpected file; on a manifest whose format version this runtime does not read; on an unknown, missing or
     mistyped manifest field; on a manifest that contradicts itself (a fact it records twice with two values, a delay
-    range longer than the action history the policy sees); and on a package whose export checks failed (a
+    range longer than the action history the policy sees); on an ``ewc.npz`` that is not plain finite float arrays
+    under the EWC file's names (a pickle re-sealed into it); and on a package whose export checks failed (a
     ``.rejected`` folder: ``allow_failed_checks=True`` opens it for inspection).
     """
     folder = Path(folder)
@@ -344,7 +344,20 @@ def load_package(folder: str | Path, allow_failed_checks: bool = False) -> Polic
             + ". Re-export the package, or give the contract of another robot another name",
         )
     check_manifest_fields(manifest_path, manifest, contract, allow_failed_checks)
+    if EWC_FILE in files:
+        _check_ewc_file(folder / EWC_FILE)
     return PolicyPackage(folder=folder, manifest=manifest, contract=contract)
+
+
+def _check_ewc_file(path: Path) -> EwcState:
+    """The package's EWC state, read as plain arrays: a sealed hash says the file is what was packed, not that it is
+    safe to read (anyone who can write the folder can re-seal it), so a pickle or anything else is refused by name."""
+    try:
+        return ewc_from_bytes(path.read_bytes(), source=path.name)
+    except ValueError as exc:
+        raise PackageError(
+            path, f"is not a plain-array EWC file: {exc}. Re-export the package; never load it with pickle"
+        ) from None
 
 
 def _check_folder_contents(folder: Path, files: dict[str, Any]) -> None:

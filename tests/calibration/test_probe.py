@@ -257,13 +257,16 @@ def test_abort_on_a_jump_no_command_explains():
     assert info.value.reason == "unexpected_motion"
 
 
-def test_command_line_writes_the_file_over_a_pty(tmp_path):
+@pytest.mark.parametrize("given_out", [True, False], ids=["out", "default_out_in_the_current_folder"])
+def test_command_line_writes_the_file_over_a_pty(tmp_path, monkeypatch, given_out: bool):
     from calibration.__main__ import main
 
+    monkeypatch.chdir(tmp_path)  # the default file is an output: under the current folder, not the package's
     robot = sim_robot.SimRobot(mode="lockstep", delay=1, obs_noise_std_m=0.002, seed=4).start()
-    out = tmp_path / "cli_robot.yaml"
+    out = tmp_path / "cli_robot.yaml" if given_out else tmp_path / "calibration" / "cli_robot.yaml"
     try:
-        args = ["--port", robot.port_name, "--robot-id", "cli_robot", "--repeats", "2", "--out", str(out)]
+        args = ["--port", robot.port_name, "--robot-id", "cli_robot", "--repeats", "2"]
+        args += ["--out", str(out)] if given_out else []
         args += ["--safe-box-low", *map(str, SMALL_BOX[0]), "--safe-box-high", *map(str, SMALL_BOX[1])]
         assert main(args) == 0
     finally:

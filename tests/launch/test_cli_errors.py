@@ -75,6 +75,58 @@ CASES: dict[str, tuple[Case, str]] = {
         lambda t: [*SERIAL, "--set", "robot.port=loop://", "--set", f"goals_file={goals_file(t, '- [1, 2]')}"],
         "expected a YAML list of finite [x, y, z] targets",
     ),
+    "goal_outside_the_workspace": (
+        lambda t: [
+            *SERIAL,
+            "--set",
+            "robot.port=loop://",
+            "--set",
+            f"goals_file={goals_file(t, '- [5.0, 0.75, 0.55]')}",
+        ],
+        "goal 0 = [5.0, 0.75, 0.55] m lies outside the workspace box",
+    ),
+    "seed_past_the_wire_range": (
+        lambda t: [
+            *SERIAL,
+            "--set",
+            "robot.port=loop://",
+            "--set",
+            f"goals_file={goals_file(t, '- [1.3, 0.75, 0.55]')}",
+            "--set",
+            f"seed={2**64 - 1}",
+            "--set",
+            "episodes=2",
+        ],
+        "'seed' = 18446744073709551615: the targets are seeded",
+    ),
+    "follow_store_missing": (
+        lambda t: [
+            *SERIAL,
+            "--set",
+            "robot.port=loop://",
+            "--set",
+            f"goals_file={goals_file(t, '- [1.3, 0.75, 0.55]')}",
+            "--set",
+            f"follow_store={t / 'no_store'}",
+        ],
+        "no_store is not a folder",
+    ),
+    "calibrate_inverted_safe_box": (
+        lambda t: ["calibrate", "--set", "safe_box_low=[1.65, 0.4, 0.4]", "--set", "safe_box_high=[1.05, 1.1, 0.95]"],
+        "safe box [1.65, 0.4, 0.4] .. [1.05, 1.1, 0.95] must be 3-D with low + 2 x margin_m",
+    ),
+    "calibrate_bound_of_no_field": (
+        lambda t: ["calibrate", "--set", "state_bounds.finger=[0, 1]"],
+        "state_bounds names 'finger', which is not a field",
+    ),
+    "shipped_path_outside_the_project": (
+        lambda t: ["run", "--set", "package=shipped:../../etc"],
+        "'package': shipped:../../etc must name a path inside the project",
+    ),
+    "shipped_file_missing": (
+        lambda t: ["run", "--config", "shipped:launch/nope.yaml"],
+        "this installation of robot-grpo has no launch/nope.yaml",
+    ),
     "serial_port_missing": (
         lambda t: [
             *SERIAL,
@@ -104,6 +156,18 @@ CASES: dict[str, tuple[Case, str]] = {
         lambda t: ["export", "--set", f"checkpoint={t / 'nope.zip'}", "--set", f"out_dir={t / 'pkg'}"],
         "nope.zip does not exist; train one first",
     ),
+    "export_checks_too_small": (
+        lambda t: [
+            "export",
+            "--set",
+            f"checkpoint={ROOT / 'models' / 'default_checkpoint.zip'}",
+            "--set",
+            f"out_dir={t / 'pkg'}",
+            "--set",
+            "parity_observations=100",
+        ],
+        "'parity_observations' / 'closed_loop_episodes': a package needs >= 10000 parity observations",
+    ),
     "finetune_missing_logs": (
         lambda t: ["finetune", "--set", f"logs={t / 'nope.tlog'}", "--set", f"store={t / 'store'}"],
         "nope.tlog",
@@ -126,3 +190,24 @@ def test_bad_input_is_one_line_exit_2_no_traceback(name: str, tmp_path: Path, ca
 def test_debug_shows_the_traceback(tmp_path: Path):
     with pytest.raises(Exception, match="is not a policy package folder"):
         main(["run", "--debug", "--set", f"package={tmp_path / 'nope'}", "--set", f"output={tmp_path}"])
+
+
+@pytest.mark.parametrize(("missing", "extra"), [("torch", "sim"), ("mujoco.viewer", "sim"), ("ray", "cluster")])
+def test_a_job_whose_extra_is_not_installed_names_it(monkeypatch, capsys, missing: str, extra: str):
+    def job_without(config):
+        raise ModuleNotFoundError(f"No module named {missing!r}", name=missing)
+
+    monkeypatch.setattr("launch.cli.run_job", job_without)
+    assert main(["train"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"robot-grpo: error: train needs {missing}, which this installation lacks: install it ")
+    assert f"pip install 'robot-grpo[{extra}]'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_missing_module_that_is_no_optional_dependency_is_a_bug_and_raises(monkeypatch):
+    def job_without(config):
+        raise ModuleNotFoundError("No module named 'launch.job_nope'", name="launch.job_nope")
+
+    monkeypatch.setattr("launch.cli.run_job", job_without)
+    with pytest.raises(ModuleNotFoundError, match="launch.job_nope"):
+        main(["train"])
