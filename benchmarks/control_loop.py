@@ -461,7 +461,7 @@ def main() -> None:
         goals, seeds = _goals(N_GOALS)
         for index, (runtime, (rate, with_log, fifo, checks)) in enumerate(zip(runtimes, cases, strict=True)):
             ticks = int(args.seconds * rate)
-            ticklog = str(workdir / f"ticks_{index}.tlog") if with_log else None
+            ticklog = str(workdir / f"ticks_{index}.mcap") if with_log else None
             result = run_case(runtime, rate, ticks, model, goals, seeds, ticklog, fifo, checks)
             result["repeat"] = index // (len(cases) // args.repeats)
             results.append(result)

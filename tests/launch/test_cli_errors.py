@@ -105,8 +105,8 @@ CASES: dict[str, tuple[Case, str]] = {
         "nope.zip does not exist; train one first",
     ),
     "finetune_missing_logs": (
-        lambda t: ["finetune", "--set", f"logs={t / 'nope.tlog'}", "--set", f"store={t / 'store'}"],
-        "nope.tlog",
+        lambda t: ["finetune", "--set", f"logs={t / 'nope.mcap'}", "--set", f"store={t / 'store'}"],
+        "nope.mcap",
     ),
 }
 
