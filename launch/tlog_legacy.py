@@ -101,6 +101,18 @@ def decode_payload(payload: bytes, version: int) -> TickRecord:
     )
 
 
+def _is_torn_prefix(rest: bytes) -> bool:
+    """True if ``rest`` (the unreadable end of a file) looks like the start of a record cut short."""
+    if len(rest) < len(SYNC):
+        return SYNC.startswith(rest)
+    if not rest.startswith(SYNC):
+        return False
+    if len(rest) < _REC_HEAD.size:
+        return True
+    _, length, _ = _REC_HEAD.unpack_from(rest, 0)
+    return length <= MAX_RECORD_BYTES and _REC_HEAD.size + length > len(rest)
+
+
 def _read_file(data: bytes, source: Path, scan: LegacyScan) -> None:
     if len(data) < _FILE_HEADER_BYTES:
         if not MAGIC.startswith(data[: len(MAGIC)]):
@@ -130,8 +142,7 @@ def _read_file(data: bytes, source: Path, scan: LegacyScan) -> None:
                         pass
         following = data.find(SYNC, pos + 1)
         if following == -1:
-            rest = data[pos:]
-            torn = SYNC.startswith(rest) if len(rest) < len(SYNC) else rest.startswith(SYNC)
+            torn = _is_torn_prefix(data[pos:])
             scan.torn_tails += torn
             scan.corrupt_records += not torn
             return
