@@ -60,7 +60,7 @@ from deploy.runtime.ticklog_read import (  # noqa: F401  (the reader's API, re-e
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_BYTES = 16 << 20  # ~20k ticks per segment: the writer keeps ~0.3 kB per tick in memory until rotation
+DEFAULT_MAX_BYTES = 8 << 20  # ~16k ticks (11 min at 25 Hz) per segment: the writer keeps ~0.4 kB per tick in memory
 DEFAULT_FSYNC_INTERVAL_S = 1.0
 NS_PER_S = 1_000_000_000
 CHUNK_BYTES_NEVER = 1 << 62  # the mcap writer closes a chunk only when told (one chunk per tick)
