@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 SCENE_TOPIC = "/scene"
 DEFAULT_BACKLOG = 1024  # messages the server queues per client before the oldest are dropped (the SDK's default)
 DEFAULT_QUEUE_TICKS = 256  # ticks queued for the publisher thread before the oldest is dropped
+RECENT_SAMPLES = 100_000  # enqueue times kept for the percentiles (a long run's memory stays bounded)
 DEFAULT_POLL_S = 0.005  # the publisher thread drains the queue this often (seconds): the view lags by at most this
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 SERVER_NAME = "robot-grpo"
@@ -51,9 +52,10 @@ class LiveViewUnavailableError(RuntimeError):
 @dataclass
 class PublishStats:
     """What the view did: ticks queued, dropped (queue full), published, scenes built, errors; and how long
-    ``publish_tick`` held the control thread (seconds)."""
+    ``publish_tick`` held the control thread (seconds; percentiles over the latest ``RECENT_SAMPLES``)."""
 
-    enqueue_s: list[float] = field(default_factory=list)
+    enqueue_s: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_SAMPLES))  # the latest ones
+    enqueue_max_s: float = 0.0  # over the whole run
     queued: int = 0
     dropped: int = 0
     published: int = 0
@@ -67,7 +69,7 @@ class PublishStats:
             **{name: float(getattr(self, name)) for name in counts},
             "enqueue_s_p50": float(np.percentile(d, 50)),
             "enqueue_s_p99": float(np.percentile(d, 99)),
-            "enqueue_s_max": float(d.max()),
+            "enqueue_s_max": self.enqueue_max_s,
         }
 
 
@@ -141,7 +143,9 @@ class LiveView:
             self.stats.dropped += 1
         self._queue.append((record, payloads, log_time_ns))
         self.stats.queued += 1
-        self.stats.enqueue_s.append(time.perf_counter() - start)
+        took = time.perf_counter() - start
+        self.stats.enqueue_s.append(took)
+        self.stats.enqueue_max_s = max(self.stats.enqueue_max_s, took)
 
     def publish_transition(self, payload: bytes, log_time_ns: int) -> None:
         """Queue one state machine transition (as ``publish_tick``)."""

@@ -29,7 +29,7 @@ from mcap.opcode import Opcode
 from mcap.records import Attachment, Channel, Chunk, DataEnd, Footer, McapRecord, Message, Metadata, Schema
 from mcap.stream_reader import StreamReader, breakup_chunk
 
-from deploy.runtime.tick_channels import TICK_SCHEMAS, TRANSITIONS, LoggedTransition, TickDecoder
+from deploy.runtime.tick_channels import TICK_SCHEMAS, TRANSITIONS, LoggedTransition, TickDecoder, logged_fields
 from deploy.runtime.tick_record import NO_EPISODE, TickRecord
 
 logger = logging.getLogger(__name__)
@@ -43,8 +43,7 @@ MAX_RECORD_BYTES = 64 << 20  # no record of a tick log is near this; a larger le
 _FRAME = struct.Struct("<BQ")
 _KNOWN_OPCODES = frozenset(int(op) for op in Opcode)
 _TICK_TOPICS = frozenset(s.topic for s in TICK_SCHEMAS)
-_ARRAY_FIELDS = tuple(name for name, value in TickRecord.__dataclass_fields__.items() if "ndarray" in str(value.type))
-ARRAY_FIELDS = _ARRAY_FIELDS  # TickRecord fields that are arrays (``stack_field`` takes these)
+ARRAY_FIELDS = tuple(f.name for f in logged_fields() if f.dtype is not None)  # what ``stack_field`` takes
 _READ_ERRORS = (McapError, ValueError, struct.error, UnicodeDecodeError, IndexError, KeyError)
 
 
