@@ -8,6 +8,7 @@ messages (``foxglove.messages``, passed in, so this module imports without the [
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,21 +30,20 @@ ARROW_RGBA = (0.9, 0.1, 0.1, 1.0)
 QUATERNION_IDENTITY = (0.0, 0.0, 0.0, 1.0)  # x, y, z, w
 
 
-def arrow_orientation(direction: np.ndarray) -> tuple[float, float, float, float]:
+def arrow_orientation(direction: Sequence[float]) -> tuple[float, float, float, float]:
     """The quaternion (x, y, z, w) that turns +x (where an arrow primitive points) onto ``direction``."""
-    d = np.asarray(direction, dtype=np.float64)
-    norm = float(np.linalg.norm(d))
+    dx, dy, dz = (float(v) for v in direction)
+    norm = math.sqrt(dx * dx + dy * dy + dz * dz)
     if not norm > 0.0:
         return QUATERNION_IDENTITY
-    d = d / norm
-    cos = float(np.clip(d[0], -1.0, 1.0))
-    axis = np.array([0.0, -d[2], d[1]])  # +x cross d
-    axis_norm = float(np.linalg.norm(axis))
+    cos = max(-1.0, min(1.0, dx / norm))
+    ay, az = -dz / norm, dy / norm  # the axis: +x cross the direction (its x part is 0)
+    axis_norm = math.hypot(ay, az)
     if axis_norm < 1e-12:  # along +x or -x: no turn, or half a turn about z
         return QUATERNION_IDENTITY if cos > 0 else (0.0, 0.0, 1.0, 0.0)
     half = math.acos(cos) / 2.0
-    x, y, z = axis / axis_norm * math.sin(half)
-    return (float(x), float(y), float(z), math.cos(half))
+    sin = math.sin(half) / axis_norm
+    return (0.0, ay * sin, az * sin, math.cos(half))
 
 
 def commanded_motion_m(sent: np.ndarray, dims: int, gain_m: np.ndarray) -> np.ndarray:
@@ -52,6 +52,10 @@ def commanded_motion_m(sent: np.ndarray, dims: int, gain_m: np.ndarray) -> np.nd
     if sent.size < dims:
         return np.zeros(dims)
     return np.asarray(sent[:dims], dtype=np.float64) * gain_m
+
+
+def _finite(values: list[float]) -> bool:
+    return all(map(math.isfinite, values))
 
 
 class SceneBuilder:
@@ -70,60 +74,73 @@ class SceneBuilder:
         self._pos = slice(*position_slice)
         self._dims = position_slice[1] - position_slice[0]
         self._gain_m = np.asarray(gain_m, dtype=np.float64)
+        self._colors = {rgba: self._color(rgba) for rgba in (BOX_RGBA, BOUND_RGBA, GOAL_RGBA, GRIPPER_RGBA, ARROW_RGBA)}
+        self._sizes = {d: self._vector([d, d, d]) for d in (GRIPPER_DIAMETER_M, GOAL_DIAMETER_M)}
+        self._identity = self._m.Quaternion(x=0.0, y=0.0, z=0.0, w=1.0)
         low, high = (np.asarray(c, dtype=np.float64) for c in box)
-        self._box = self._cube("workspace", (low + high) / 2.0, high - low, BOX_RGBA)
+        self._box = self._cube("workspace", ((low + high) / 2.0).tolist(), (high - low).tolist(), BOX_RGBA)
+        kind = self._m.SceneEntityDeletionType.MatchingId
+        self._deletions = {i: self._m.SceneEntityDeletion(type=kind, id=i) for i in ("command", "goal", "bound")}
 
-    def _vector(self, xyz: np.ndarray) -> Any:
-        return self._m.Vector3(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2]))
+    def _vector(self, xyz: Sequence[float]) -> Any:
+        return self._m.Vector3(x=xyz[0], y=xyz[1], z=xyz[2])
 
     def _color(self, rgba: tuple[float, float, float, float]) -> Any:
         return self._m.Color(r=rgba[0], g=rgba[1], b=rgba[2], a=rgba[3])
 
-    def _pose(self, xyz: np.ndarray, q: tuple[float, float, float, float] = QUATERNION_IDENTITY) -> Any:
-        orientation = self._m.Quaternion(x=q[0], y=q[1], z=q[2], w=q[3])
+    def _pose(self, xyz: Sequence[float], q: tuple[float, float, float, float] | None = None) -> Any:
+        orientation = self._identity if q is None else self._m.Quaternion(x=q[0], y=q[1], z=q[2], w=q[3])
         return self._m.Pose(position=self._vector(xyz), orientation=orientation)
 
-    def _cube(self, name: str, centre: np.ndarray, size: np.ndarray, rgba: tuple[float, float, float, float]) -> Any:
-        cube = self._m.CubePrimitive(pose=self._pose(centre), size=self._vector(size), color=self._color(rgba))
+    def _cube(self, name: str, centre: list[float], size: list[float], rgba: tuple[float, float, float, float]) -> Any:
+        cube = self._m.CubePrimitive(pose=self._pose(centre), size=self._vector(size), color=self._colors[rgba])
         return self._m.SceneEntity(frame_id=FRAME_ID, id=name, cubes=[cube])
 
-    def _sphere(self, name: str, centre: np.ndarray, diameter: float, rgba: tuple[float, float, float, float]) -> Any:
-        size = self._vector(np.full(3, diameter))
-        sphere = self._m.SpherePrimitive(pose=self._pose(centre), size=size, color=self._color(rgba))
+    def _sphere(self, name: str, centre: list[float], diameter: float, rgba: tuple[float, float, float, float]) -> Any:
+        sphere = self._m.SpherePrimitive(pose=self._pose(centre), size=self._sizes[diameter], color=self._colors[rgba])
         return self._m.SceneEntity(frame_id=FRAME_ID, id=name, spheres=[sphere])
+
+    def _arrow(self, origin: list[float], motion: list[float]) -> Any | None:
+        """The commanded motion as an arrow from the gripper, or None when it is too short to draw."""
+        length = math.sqrt(sum(m * m for m in motion))
+        if not (math.isfinite(length) and length > ARROW_MIN_LENGTH_M):
+            return None
+        head = min(length / 3.0, 2.0 * ARROW_HEAD_DIAMETER_M)
+        arrow = self._m.ArrowPrimitive(
+            pose=self._pose(origin, arrow_orientation(motion)),
+            shaft_length=length - head,
+            shaft_diameter=ARROW_SHAFT_DIAMETER_M,
+            head_length=head,
+            head_diameter=ARROW_HEAD_DIAMETER_M,
+            color=self._colors[ARROW_RGBA],
+        )
+        return self._m.SceneEntity(frame_id=FRAME_ID, id="command", arrows=[arrow])
 
     def update(self, record: TickRecord) -> Any:
         """The scene of ``record``'s tick (the goal, bound and arrow appear when the tick has them)."""
+        dims = self._dims
         entities = [self._box]
         deletions = []
-        gripper = record.state[self._pos] if record.state.size >= self._pos.stop else None
-        if gripper is not None and np.all(np.isfinite(gripper)):
+        gripper = record.state[self._pos].tolist() if record.state.size >= self._pos.stop else []
+        arrow = None
+        if gripper and _finite(gripper):
             entities.append(self._sphere("gripper", gripper, GRIPPER_DIAMETER_M, GRIPPER_RGBA))
-            motion = commanded_motion_m(record.sent, self._dims, self._gain_m) * ARROW_SCALE
-            length = float(np.linalg.norm(motion))
-            if np.isfinite(length) and length > ARROW_MIN_LENGTH_M:
-                head = min(length / 3.0, 2.0 * ARROW_HEAD_DIAMETER_M)
-                arrow = self._m.ArrowPrimitive(
-                    pose=self._pose(gripper, arrow_orientation(motion)),
-                    shaft_length=length - head,
-                    shaft_diameter=ARROW_SHAFT_DIAMETER_M,
-                    head_length=head,
-                    head_diameter=ARROW_HEAD_DIAMETER_M,
-                    color=self._color(ARROW_RGBA),
-                )
-                entities.append(self._m.SceneEntity(frame_id=FRAME_ID, id="command", arrows=[arrow]))
-            else:
-                deletions.append("command")
-        if record.goal.size >= self._dims and np.all(np.isfinite(record.goal[: self._dims])):
-            entities.append(self._sphere("goal", record.goal[: self._dims], GOAL_DIAMETER_M, GOAL_RGBA))
+            motion = (commanded_motion_m(record.sent, dims, self._gain_m) * ARROW_SCALE).tolist()
+            arrow = self._arrow(gripper, motion)
+        if arrow is not None:
+            entities.append(arrow)
         else:
-            deletions.append("goal")
-        low, high = record.bound_low, record.bound_high
-        if low.size == self._dims and high.size == self._dims and np.all(np.isfinite(low) & np.isfinite(high)):
-            entities.append(self._cube("bound", (low + high) / 2.0, high - low, BOUND_RGBA))
+            deletions.append(self._deletions["command"])
+        goal = record.goal[:dims].tolist()
+        if len(goal) == dims and _finite(goal):
+            entities.append(self._sphere("goal", goal, GOAL_DIAMETER_M, GOAL_RGBA))
         else:
-            deletions.append("bound")
-        removed = [
-            self._m.SceneEntityDeletion(type=self._m.SceneEntityDeletionType.MatchingId, id=i) for i in deletions
-        ]
-        return self._m.SceneUpdate(entities=entities, deletions=removed)
+            deletions.append(self._deletions["goal"])
+        low, high = record.bound_low.tolist(), record.bound_high.tolist()
+        if len(low) == dims and len(high) == dims and _finite(low + high):
+            centre = [(a + b) / 2.0 for a, b in zip(low, high, strict=True)]
+            size = [b - a for a, b in zip(low, high, strict=True)]
+            entities.append(self._cube("bound", centre, size, BOUND_RGBA))
+        else:
+            deletions.append(self._deletions["bound"])
+        return self._m.SceneUpdate(entities=entities, deletions=deletions)

@@ -9,11 +9,12 @@ It must never block or delay the control tick. ``publish_tick`` runs on the cont
 command went out (``TickLogWriter.append``), and only appends the tick to a bounded queue (when the queue is full
 the oldest tick is dropped and counted: a client that cannot keep up sees a thinned stream, the loop never
 waits). A publisher thread drains the queue every ``poll_s``: it hands the bytes the log encoded to the SDK and
-builds the scene at most ``scene_hz`` times a second; the SDK's server queues them per client (``backlog``
-messages; a client that does not read loses its oldest) and sends them from its own threads, outside Python.
-Nothing is published on a channel no client subscribed to, and an error in the view is logged once and
-counted, never raised into the loop. What ``publish_tick`` costs the control thread is measured here
-(``stats``), by a test with a client that stalls, and by ``benchmarks/control_loop.py`` (a telemetry-on row).
+builds the scene at most ``scene_hz`` times a second (about 30 us), letting go of the interpreter lock between
+ticks so the control thread never waits behind more than one of them; the SDK's server queues them per client
+(``backlog`` messages; a client that does not read loses its oldest) and sends them from its own threads, outside
+Python. Nothing is published on a channel no client subscribed to, and an error in the view is logged once and
+counted, never raised into the loop. What ``publish_tick`` costs the control thread is measured here (``stats``),
+by a test with a client that stalls, and by ``benchmarks/control_loop.py`` (a telemetry-on row).
 """
 
 from __future__ import annotations
@@ -168,8 +169,10 @@ class LiveView:
         self.drain()
 
     def drain(self) -> None:
-        """Publish everything queued (the publisher thread calls it; never raises)."""
+        """Publish everything queued (the publisher thread calls it; never raises). Between items it lets go of the
+        interpreter lock, so a control thread that woke up waits at most one item's work (tens of microseconds)."""
         while self._queue:
+            time.sleep(0)  # releases the GIL: the control thread, if it wants it, runs first
             record, payloads, log_time_ns = self._queue.popleft()
             try:
                 if record is None:
