@@ -69,7 +69,7 @@ def finish(run: subprocess.Popen[str]) -> None:
 
 def test_a_client_on_loopback_receives_state_command_transitions_and_the_scene(tmp_path: Path) -> None:
     port = free_port()
-    run = start_run(tmp_path, "live", port, "episodes=6", "episode_steps=25")  # real time, 25 Hz: ~8 s
+    run = start_run(tmp_path, "live", port, "robot.lockstep=true", "period_s=0.02", "episodes=6", "episode_steps=25")
     try:
         received = Received()
         wanted = ("/robot/state", "/command", "/transitions", "/scene")
