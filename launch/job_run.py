@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import sys
+from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -182,34 +183,33 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         max_ticks=episode_ticks + startup_ticks + EXTRA_TICKS,
         realtime_priority=config["realtime_priority"],
     )
-    port, process = start_robot(robot, config["seed"])
-    logger.info(
-        "run: %d episodes x %d steps at %.0f Hz on %s (%s robot)",
-        episodes,
-        steps,
-        1.0 / (loop_config.period_s or contract.control_period_s),
-        port,
-        robot["kind"],
-    )
-    live = None
-    try:
+    with ExitStack() as cleanup:  # on the way out, in reverse: follower, transitions, tick log, live view, robot
+        port, process = start_robot(robot, config["seed"])
+        if process is not None:
+            cleanup.callback(process.stop)
         live = open_live_view(config["live"], spec, contract)
+        if live is not None:
+            cleanup.callback(live.close)
         ticklog = TickLogWriter(
             run_dir / TICKLOG_NAME,
             metadata=run_metadata(config, spec, spec_file, package),
             attachments=run_attachments(config, spec_file, package),
             live=live,
         )
-    except BaseException:
-        if live is not None:
-            live.close()
-        if process is not None:
-            process.stop()
-        raise
-    transitions = TransitionFeed(ticklog)
-    try:
+        cleanup.callback(ticklog.close)
+        transitions = TransitionFeed(ticklog)
+        cleanup.callback(transitions.finish)  # the shutdown's transitions, after the last tick
+        logger.info(
+            "run: %d episodes x %d steps at %.0f Hz on %s (%s robot)",
+            episodes,
+            steps,
+            1.0 / (loop_config.period_s or contract.control_period_s),
+            port,
+            robot["kind"],
+        )
         if follower is not None:
             follower.start()
+            cleanup.callback(follower.stop)
         report = Controller(
             port,
             contract,
@@ -222,15 +222,6 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             baudrate=robot["baudrate"],
             policy_id=package.policy_id,
         ).run()
-    finally:
-        if follower is not None:
-            follower.stop()
-        transitions.finish()
-        ticklog.close()
-        if live is not None:
-            live.close()
-        if process is not None:
-            process.stop()
     summary = {
         "package": str(config["package"]),
         "policy_id": package.policy_id,
