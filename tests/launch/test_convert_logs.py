@@ -69,6 +69,9 @@ def test_an_old_log_with_segments_converts_record_for_record(tmp_path: Path, cap
             )
     assert scan.metadata["converted_from"]["files"] == "ticks.tlog, ticks.tlog.1"
     assert (tmp_path / "ticks.tlog").is_file()  # the old files stay
+    # a converted log has no run metadata (no box, no position slice): the report still reads it
+    assert main(["report", str(tmp_path / "ticks.mcap"), "--out", str(tmp_path / "report")]) == 0
+    assert "Converted from an old log: ticks.tlog, ticks.tlog.1" in (tmp_path / "report" / "report.md").read_text()
 
 
 def test_a_folder_of_version_1_and_damaged_logs_converts_what_was_readable(tmp_path: Path, capsys) -> None:
