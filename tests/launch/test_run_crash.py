@@ -2,8 +2,8 @@
 
 The run (and the simulated robot it started) is killed with SIGKILL once its log has grown past a few dozen ticks;
 the log then holds no torn or damaged bytes at all (every byte written is read as ticks), its ticks are in order,
-and the run's metadata is there. (``tests/deploy/runtime/test_ticklog_crash.py`` shows, against the writer itself, that every tick whose
-``append`` returned before the kill is read back.)
+and the run's metadata is there. (``tests/deploy/runtime/test_ticklog_crash.py`` shows, against the writer
+itself, that every tick whose ``append`` returned before the kill is read back.)
 """
 
 from __future__ import annotations
