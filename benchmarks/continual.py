@@ -262,7 +262,7 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     print(f"seed {seed} deployed policy: {before}", flush=True)
     anchor = sim_fisher_anchor(model, envs["original"], seed=FISHER_SEED)
     log_dir = Path("runs/continual/logs") / Path(args.out).name  # runs side by side keep their logs apart
-    first_log = log_dir / f"seed{seed}_round0_shared.tlog"
+    first_log = log_dir / f"seed{seed}_round0_shared.mcap"
     line_stats = collect_logs(
         model, envs["shifted"], limits, first_log, args.targets, args.attempts, seed, args.explore_scale
     )
@@ -281,7 +281,7 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
         for rnd in range(args.rounds):
             log_path = first_log
             if rnd > 0:
-                log_path = log_dir / f"seed{seed}_{name}_round{rnd}.tlog"
+                log_path = log_dir / f"seed{seed}_{name}_round{rnd}.mcap"
                 collect_logs(
                     tuned,
                     envs["shifted"],

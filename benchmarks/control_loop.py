@@ -16,12 +16,16 @@ policy is ``models/default``'s fp32 ONNX when that package exists, else an untra
 (64x64 SiLU MLP, clipped output), which costs the same to run. Targets (issues 5 and 12): tick p99 <= 1 ms with
 the checks on, jitter p99 <= 2 ms, runtime RSS < 200 MB.
 
+Telemetry: the live view (``deploy.runtime.live_view``) serving the run over the Foxglove WebSocket protocol with
+one client connected (a thread of this orchestrating process, on loopback, reading every channel), against the
+same case without it (target: tick p99 <= 1 ms with telemetry on). ``--telemetry-only`` runs just that pair.
+
 Every case runs ``--repeats`` times (3 by default), the whole case list over and over, so a burst of load from
 other jobs on a shared machine hits one repeat of a case rather than decides a side-by-side comparison; the table
 shows each case's median run and every repeat's p99. Writes benchmarks/results/control_loop.json (every run) and
 .md.
 
-    .venv/bin/python benchmarks/control_loop.py [--seconds 20] [--repeats 3]
+    .venv/bin/python benchmarks/control_loop.py [--seconds 20] [--repeats 3] [--telemetry-only]
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ HIDDEN = 64
 TARGET_TICK_P99_S = 1e-3
 TARGET_JITTER_P99_S = 2e-3
 TARGET_RSS_MB = 200.0
+CLIENT_WAIT_S = 30.0  # telemetry cases: the client connects and subscribes before the run starts
 WATCHDOG_HOLD_PERIODS = 2.5  # the loop's watchdog scales with the period
 WATCHDOG_STOP_PERIODS = 12.5
 RUNTIME_RT_PRIORITY = 50  # SCHED_FIFO priorities of the "fifo" cases (ros2_control's default is 50)
@@ -198,7 +203,18 @@ def _runtime_child(conn: Any) -> None:
         startup_timeout_s=10,
         realtime_priority=job["rt_priority"],
     )
-    log = TickLogWriter(job["ticklog"], fsync_interval_s=1.0) if job["ticklog"] else None
+    live = None
+    if job["telemetry"]:
+        from deploy.runtime.live_view import LiveView
+
+        live = LiveView((spec.workspace_low, spec.workspace_high), contract.position_slice, [0.05] * 3, port=0)
+        conn.send({"live_port": live.port})
+        deadline = time.monotonic() + CLIENT_WAIT_S
+        while not live.subscribed():  # the orchestrator's client subscribes before the first tick
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no client subscribed to the live view within {CLIENT_WAIT_S} s")
+            time.sleep(0.01)
+    log = TickLogWriter(job["ticklog"], fsync_interval_s=1.0, live=live) if job["ticklog"] else None
     controller = Controller(
         job["port"],
         contract,
@@ -214,8 +230,11 @@ def _runtime_child(conn: Any) -> None:
     finally:
         if log is not None:
             log.close()
+        if live is not None:
+            live.close()
     conn.send(
         {
+            "live": live.stats.summary() if live is not None else None,
             "timing": report.timing,
             "episodes": len(report.episodes),
             "success_rate": report.success_rate,
@@ -283,6 +302,30 @@ def start_runtime() -> tuple[Any, Any]:
     return process, parent
 
 
+def _watch(port: int, counts: dict[str, int]) -> None:
+    """One Foxglove client (what a person watching the run has open): subscribes to every channel and reads all
+    that comes until the server closes; counts messages and bytes."""
+    import json as _json
+
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    with connect(f"ws://127.0.0.1:{port}", subprotocols=["foxglove.sdk.v1"], max_size=None) as ws:
+        try:
+            while True:
+                message = ws.recv()
+                if isinstance(message, str):
+                    data = _json.loads(message)
+                    if data.get("op") == "advertise":
+                        subs = [{"id": i + 1, "channelId": c["id"]} for i, c in enumerate(data["channels"])]
+                        ws.send(_json.dumps({"op": "subscribe", "subscriptions": subs}))
+                    continue
+                counts["messages"] += 1
+                counts["bytes"] += len(message)
+        except ConnectionClosed:
+            return
+
+
 def run_case(
     runtime: tuple[Any, Any],
     rate_hz: float,
@@ -293,7 +336,10 @@ def run_case(
     ticklog: str | None,
     fifo: bool,
     checks: bool,
+    telemetry: bool = False,
 ) -> dict[str, Any]:
+    import threading
+
     from envs.sim_robot_process import SimRobotProcess
 
     period = 1.0 / rate_hz
@@ -311,15 +357,24 @@ def run_case(
         "ticklog": ticklog,
         "rt_priority": RUNTIME_RT_PRIORITY if fifo else None,
         "checks": checks,
+        "telemetry": telemetry,
     }
     started = time.perf_counter()
     _, total0, steal0 = _cpu_times()
     conn.send(job)
+    watcher, seen = None, {"messages": 0, "bytes": 0}
     try:
         result = conn.recv()
+        if "live_port" in result:
+            watcher = threading.Thread(target=_watch, args=(result["live_port"], seen), daemon=True)
+            watcher.start()
+            result = conn.recv()
     finally:
         process.join()
         robot_counts = robot.stop()
+        if watcher is not None:
+            watcher.join(timeout=CLIENT_WAIT_S)
+    result["client"] = seen if telemetry else None
     _, total1, steal1 = _cpu_times()
     result["wall_s"] = time.perf_counter() - started
     result["steal_pct"] = 100.0 * (steal1 - steal0) / max(total1 - total0, 1.0)
@@ -327,12 +382,13 @@ def run_case(
     result["rate_hz"] = rate_hz
     result["ticklog"] = ticklog is not None
     result["checks"] = checks
+    result["telemetry"] = telemetry
     result["scheduler"] = f"SCHED_FIFO {RUNTIME_RT_PRIORITY}/{ROBOT_RT_PRIORITY}" if fifo else "default"
     return result
 
 
 def _case_key(result: dict[str, Any]) -> tuple:
-    return result["rate_hz"], result["scheduler"], result["ticklog"], result["checks"]
+    return result["rate_hz"], result["scheduler"], result["ticklog"], result["checks"], result.get("telemetry", False)
 
 
 def median_runs(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -353,6 +409,13 @@ def median_runs(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _ms(value: float) -> str:
     return f"{value * 1e3:.3f}"
+
+
+def _telemetry(result: dict[str, Any]) -> str:
+    if not result.get("telemetry"):
+        return "off"
+    client = result.get("client") or {}
+    return f"on (1 client, {client.get('messages', 0)} messages)"
 
 
 def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -376,18 +439,22 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "scheduled time. Overruns = commands slower than a period + periods skipped. Robot held = policy steps at "
         "which the robot applied its own hold because the previous command came too late or was lost.",
         "",
-        "| rate | scheduler (runtime/robot) | tick log | state checks | ticks | latency p50 ms | latency p99 ms | "
+        "Telemetry on: the live view (deploy/runtime/live_view.py) serving the run over the Foxglove WebSocket "
+        "protocol with one client connected on loopback, subscribed to every channel and reading all of it.",
+        "",
+        "| rate | scheduler (runtime/robot) | tick log | state checks | telemetry | ticks | latency p50 ms | "
+        "latency p99 ms | "
         "latency p99 of each repeat ms | host steal % of each repeat | latency max ms | jitter p50 ms | "
         "jitter p99 ms | jitter max ms | robot jitter p99 ms | wake late p99 ms | overruns | robot held | "
         "implausible | runtime ru_maxrss MB | VmHWM MB | "
         "tick p99 <= 1 ms | jitter p99 <= 2 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         t = r["timing"]
         lines.append(
             f"| {r['rate_hz']:g} Hz | {r['scheduler']} | {'on' if r['ticklog'] else 'off'} | "
-            f"{'on' if r['checks'] else 'off'} | {int(t['latency_s_n'])} | "
+            f"{'on' if r['checks'] else 'off'} | {_telemetry(r)} | {int(t['latency_s_n'])} | "
             f"{_ms(t['latency_s_p50'])} | {_ms(t['latency_s_p99'])} | "
             f"{' / '.join(_ms(v) for v in r.get('latency_p99_runs_s', [t['latency_s_p99']]))} | "
             f"{' / '.join(f'{v:.1f}' for v in r.get('steal_pct_runs', [r.get('steal_pct', float('nan'))]))} | "
@@ -439,6 +506,12 @@ def main() -> None:
         help="runs of every case, interleaved (case order repeated): the table shows the median run of each case, "
         "so a burst of load from other jobs during one run does not decide the comparison",
     )
+    parser.add_argument(
+        "--telemetry-only",
+        action="store_true",
+        help="only the live view's side by side (default scheduler, tick log and checks on, telemetry off / on); "
+        "writes control_loop_telemetry.{json,md}",
+    )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
@@ -448,8 +521,18 @@ def main() -> None:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
-    # (tick log, SCHED_FIFO, state checks): the checks on and off side by side under both schedulers
-    variants = ((True, False, True), (True, False, False), (True, True, True), (True, True, False), (False, True, True))
+    # (tick log, SCHED_FIFO, state checks, telemetry): the checks on and off side by side under both schedulers,
+    # and the live view off and on
+    variants = (
+        (True, False, True, False),
+        (True, False, True, True),
+        (True, False, False, False),
+        (True, True, True, False),
+        (True, True, False, False),
+        (False, True, True, False),
+    )
+    if args.telemetry_only:
+        variants = ((True, False, True, False), (True, False, True, True))
     cases = [(rate, *variant) for _ in range(args.repeats) for rate in RATES_HZ for variant in variants]
     meta["repeats"] = args.repeats
     runtimes = [start_runtime() for _ in cases]  # before torch / MuJoCo make this process large
@@ -459,15 +542,16 @@ def main() -> None:
         workdir = Path(tmp)
         model, meta["policy"] = _model_path(workdir)
         goals, seeds = _goals(N_GOALS)
-        for index, (runtime, (rate, with_log, fifo, checks)) in enumerate(zip(runtimes, cases, strict=True)):
+        for index, (runtime, (rate, with_log, fifo, checks, telemetry)) in enumerate(zip(runtimes, cases, strict=True)):
             ticks = int(args.seconds * rate)
-            ticklog = str(workdir / f"ticks_{index}.tlog") if with_log else None
-            result = run_case(runtime, rate, ticks, model, goals, seeds, ticklog, fifo, checks)
+            ticklog = str(workdir / f"ticks_{index}.mcap") if with_log else None
+            result = run_case(runtime, rate, ticks, model, goals, seeds, ticklog, fifo, checks, telemetry)
             result["repeat"] = index // (len(cases) // args.repeats)
             results.append(result)
             t = result["timing"]
             print(
                 f"{rate:g} Hz log={'on' if with_log else 'off'} checks={'on' if checks else 'off'} "
+                f"telemetry={_telemetry(result)} "
                 f"{result['scheduler']}: "
                 f"latency p50 {_ms(t['latency_s_p50'])} ms "
                 f"p99 {_ms(t['latency_s_p99'])} ms, jitter p99 {_ms(t['jitter_s_p99'])} ms, overruns "
@@ -479,8 +563,9 @@ def main() -> None:
     meta["orchestrator_rss_mb"] = _peak_rss_mb()[0]
     busy1, total1, _ = _cpu_times()
     meta["cpu_busy_pct"] = 100.0 * (busy1 - busy0) / max(total1 - total0, 1.0)
-    (RESULTS / "control_loop.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
-    (RESULTS / "control_loop.md").write_text(markdown(median_runs(results), meta))
+    name = "control_loop_telemetry" if args.telemetry_only else "control_loop"
+    (RESULTS / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
+    (RESULTS / f"{name}.md").write_text(markdown(median_runs(results), meta))
     print(markdown(median_runs(results), meta))
 
 

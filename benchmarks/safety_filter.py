@@ -124,7 +124,7 @@ def main() -> None:
         episode_id=0,
     )
     with tempfile.TemporaryDirectory() as tmp:
-        writer = TickLogWriter(Path(tmp) / "ticks.tlog", fsync_interval_s=1.0, max_bytes=64 << 20)
+        writer = TickLogWriter(Path(tmp) / "ticks.mcap", fsync_interval_s=1.0, max_bytes=64 << 20)
         rows["ticklog: append (fsync in background)"] = _time_calls(lambda: writer.append(record), args.calls)
         writer.close()
 

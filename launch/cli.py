@@ -107,6 +107,11 @@ DEFAULT_LAUNCH_FILES = {
     "population": "population.yaml",
 }
 JOB_MODULES = {job: f"launch.job_{job}" for job in JOBS}
+# Subcommands that take paths, not a launch file
+TOOLS = {
+    "report": "plot a run's tick log: positions vs the workspace box, interventions, timing, transitions",
+    "convert-logs": "convert old .tlog tick logs to MCAP (once; the old files stay)",
+}
 HELP = {
     "train": "train GRPO + hindsight on the simulated task",
     "eval": "evaluate a checkpoint or a policy package in simulation",
@@ -169,6 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--name", help="run name (runs/<name>/)")
         if job == "demo":
             p.add_argument("--quick", action="store_true", help="start from the shipped default model")
+    p = sub.add_parser("report", help=TOOLS["report"], description=TOOLS["report"])
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show an error's traceback")
+    p.add_argument("run", help="a run folder (runs/<name>/, holding ticks.mcap) or a tick log file")
+    p.add_argument("--out", help="where the PNGs and report.md go (default: <run folder>/report/)")
+    p = sub.add_parser("convert-logs", help=TOOLS["convert-logs"], description=TOOLS["convert-logs"])
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show an error's traceback")
+    p.add_argument("paths", nargs="+", help="old *.tlog logs, or folders of them")
     p = sub.add_parser("launch", help="run a launch file (its 'job' picks the subcommand)")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show an error's traceback")
     p.add_argument("file", help="a launch file, e.g. shipped:launch/train_hard_reach.yaml")
@@ -179,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
-    commands = (*JOBS, "launch")
+    commands = (*JOBS, *TOOLS, "launch")
     if argv and not argv[0].startswith("-") and argv[0] not in commands:
         print(f"robot-grpo: error: unknown command {argv[0]!r}; choose from {', '.join(commands)}", file=sys.stderr)
         return EXIT_USAGE
@@ -190,6 +202,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
+        if args.command == "report":
+            from launch.tick_report import main as report_main
+
+            return report_main(args.run, args.out)
+        if args.command == "convert-logs":
+            from launch.convert_logs import main as convert_main
+
+            return convert_main(args.paths)
         if args.command == "launch":
             config = resolve_config(None, args.file, args.set)
         else:

@@ -1,7 +1,9 @@
 """``robot-grpo run``: the safe controller on the simulated robot (a pty) or a real serial port.
 
-Robot side: this job imports the runtime (numpy, pyserial, onnxruntime) and, only for the simulated robot,
-MuJoCo. Writes the tick log, ``run_report.json`` and a latency histogram under ``runs/<name>/``.
+Robot side: this job imports the runtime (numpy, pyserial, onnxruntime, mcap) and, only for the simulated robot,
+MuJoCo. Writes the MCAP tick log (``ticks.mcap``, with the run's metadata and the robot spec, launch config and
+manifest attached), ``run_report.json`` and a latency histogram under ``runs/<name>/``; with ``live.enabled``
+it also serves the run over the Foxglove WebSocket protocol (``launch.run_telemetry``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import logging
 import math
 import sys
+from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ from launch.schema import LaunchError
 
 logger = logging.getLogger(__name__)
 
-TICKLOG_NAME = "ticks.tlog"
+TICKLOG_NAME = "ticks.mcap"
 HOME_TICKS_PER_EPISODE = 4  # ticks spent homing and holding between episodes
 EXTRA_TICKS = 50  # startup hold and slack before the tick limit ends a run
 LOSSY_LINK_TICKS = 2.0  # tick budget per episode tick: a lossy link costs held ticks and resent HOMEs
@@ -128,8 +131,10 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     from deploy.runtime.loop_config import LoopConfig
     from deploy.runtime.ticklog import TickLogWriter
     from deploy.wire.messages import MAX_SEED
+    from launch.run_telemetry import TransitionFeed, open_live_view, run_attachments, run_metadata
 
-    spec = load_robot_spec(config["calibration"] or DEFAULT_SIM_SPEC)
+    spec_file = Path(config["calibration"] or DEFAULT_SIM_SPEC)
+    spec = load_robot_spec(spec_file)
     package, mismatched = checked_package(config, spec)
     contract = package.contract
     policy: Any = package.make_backend(config["backend"], config["variant"])
@@ -193,19 +198,33 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         max_ticks=episode_ticks + startup_ticks + EXTRA_TICKS,
         realtime_priority=config["realtime_priority"],
     )
-    port, process = start_robot(robot, config["seed"])
-    logger.info(
-        "run: %d episodes x %d steps at %.0f Hz on %s (%s robot)",
-        episodes,
-        steps,
-        1.0 / (loop_config.period_s or contract.control_period_s),
-        port,
-        robot["kind"],
-    )
-    ticklog = TickLogWriter(run_dir / TICKLOG_NAME)
-    try:
+    with ExitStack() as cleanup:  # on the way out, in reverse: follower, transitions, tick log, live view, robot
+        port, process = start_robot(robot, config["seed"])
+        if process is not None:
+            cleanup.callback(process.stop)
+        live = open_live_view(config["live"], spec, contract)
+        if live is not None:
+            cleanup.callback(live.close)
+        ticklog = TickLogWriter(
+            run_dir / TICKLOG_NAME,
+            metadata=run_metadata(config, spec, spec_file, package),
+            attachments=run_attachments(config, spec_file, package),
+            live=live,
+        )
+        cleanup.callback(ticklog.close)
+        transitions = TransitionFeed(ticklog)
+        cleanup.callback(transitions.finish)  # the shutdown's transitions, after the last tick
+        logger.info(
+            "run: %d episodes x %d steps at %.0f Hz on %s (%s robot)",
+            episodes,
+            steps,
+            1.0 / (loop_config.period_s or contract.control_period_s),
+            port,
+            robot["kind"],
+        )
         if follower is not None:
             follower.start()
+            cleanup.callback(follower.stop)
         report = Controller(
             port,
             contract,
@@ -214,15 +233,10 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             goals,
             loop_config,
             ticklog=ticklog,
+            on_tick=transitions.on_tick,
             baudrate=robot["baudrate"],
             policy_id=package.policy_id,
         ).run()
-    finally:
-        if follower is not None:
-            follower.stop()
-        ticklog.close()
-        if process is not None:
-            process.stop()
     summary = {
         "package": str(config["package"]),
         "policy_id": package.policy_id,
@@ -231,7 +245,7 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "explore": config["explore"],
         "explore_std_scale": config["explore_std_scale"] if config["explore"] else None,
         "robot": robot,
-        "robot_spec": {"robot_id": spec.robot_id, "file": str(config["calibration"] or DEFAULT_SIM_SPEC)},
+        "robot_spec": {"robot_id": spec.robot_id, "file": str(spec_file)},
         "compatibility_overridden": mismatched,
         "swaps": follower.swaps if follower is not None else [],
         "follower": follower.health() if follower is not None else None,
@@ -246,6 +260,7 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             {"tick": t.tick, "from": t.source.name, "to": t.target.name, "reason": t.reason} for t in report.transitions
         ],
         "ticklog": str(run_dir / TICKLOG_NAME),
+        "live": {"url": f"ws://{live.host}:{live.port}", **live.stats.summary()} if live is not None else None,
         "episode_results": [
             {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in asdict(e).items()} for e in report.episodes
         ],

@@ -131,6 +131,19 @@ ROBOT = Section(
     }
 )
 
+LIVE = Section(
+    {
+        "enabled": Field("bool", False, doc="serve the run live over the Foxglove WebSocket protocol ([live] extra)"),
+        "host": Field("str", "127.0.0.1", doc="address to bind; the default is this machine only (0.0.0.0: any)"),
+        "port": Field("int", 8765, low=0, high=65535, doc="TCP port (0: any free one, logged)"),
+        "scene_hz": Field("float", 30.0, low=1.0, high=1000.0, doc="most 3D scene updates per second"),
+        "backlog": Field(
+            "int", 1024, low=1, high=1_000_000, doc="messages queued per client; a client that lags loses its oldest"
+        ),
+    },
+    doc="live view: the tick log's channels and a 3D scene, to Foxglove",
+)
+
 SCHEMAS: dict[str, Section] = {
     "train": Section({"env": ENV, "train": TRAIN, "scale": SCALE, "output": Field("path", "runs", doc="runs folder")}),
     "population": Section(
@@ -214,6 +227,7 @@ SCHEMAS: dict[str, Section] = {
                 high=2.0,
                 doc="with explore: the noise std as a multiple of the policy's std",
             ),
+            "live": LIVE,
             "output": Field("path", "runs"),
         }
     ),

@@ -153,7 +153,7 @@ def load_log_dataset(
     action: str = DEFAULT_TRAINED_ACTION,
     policy_id: str | None = None,
 ) -> LogDataset:
-    """Read a tick log (a log file, or a folder of ``*.tlog`` logs) into a :class:`LogDataset`; ``action``: the
+    """Read a tick log (a log file, or a folder of ``*.mcap`` logs) into a :class:`LogDataset`; ``action``: the
     tick record field to train on (see the module docstring); ``policy_id``: keep only the episodes that policy
     drove (see :func:`episodes_from_records`).
 

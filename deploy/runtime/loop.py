@@ -55,7 +55,7 @@ from deploy.runtime.realtime import enter_realtime
 from deploy.runtime.robot_link import RobotLink
 from deploy.runtime.robot_resets import ResetHistory
 from deploy.runtime.run_report import RunReport
-from deploy.runtime.safety import FilterResult, InterventionCounter, SafetyLimits
+from deploy.runtime.safety import IMPLAUSIBLE_STATE, FilterResult, InterventionCounter, SafetyLimits
 from deploy.runtime.state_check import StateChecker
 from deploy.runtime.state_inbox import StateInbox
 from deploy.runtime.state_intake import StateIntake
@@ -80,6 +80,7 @@ from deploy.wire import (
 logger = logging.getLogger(__name__)
 
 Policy = Callable[[np.ndarray], np.ndarray]
+REJECTION_PREFIXES = ("implausible_", "nan_state", "malformed_")  # reasons that name why a state was rejected
 MAX_STATES_PER_TICK = 2  # one command per tick; a second state only to answer a HOMED state without waiting
 
 
@@ -409,6 +410,7 @@ class Controller:
         """The tick's record (the tick log's row)."""
         episode = self.episodes.current
         in_episode = episode is not None and self.sm.state is LoopState.RUN
+        bounds = self.intake.bounds if msg is not None else None
         if stop and not in_episode and self._stopped_episode is not None:
             # the tick that stopped an episode belongs to it (the stop ended it just before this record): a reader
             # of the log sees the episode was cut short, not a stray tick outside any episode
@@ -428,7 +430,19 @@ class Controller:
             state_seq=msg.seq if msg is not None else -1,
             stop=stop,
             policy_id=policy_id,
+            verdict=_verdict(msg, reasons),
+            bound_low=np.asarray(bounds[0] if bounds else EMPTY, dtype=np.float64),
+            bound_high=np.asarray(bounds[1] if bounds else EMPTY, dtype=np.float64),
         )
 
     def _send(self, msg: Message) -> None:
         self.robot_link.send(msg)
+
+
+def _verdict(msg: StateMsg | None, reasons: tuple[str, ...]) -> str:
+    """The tick log's verdict on the tick's state: the rejection kind (``implausible_<kind>``, ``nan_state``,
+    ``malformed_*``) when one of the reasons names it, "accepted" otherwise; "" for a tick without a state."""
+    rejected = [r for r in reasons if r.startswith(REJECTION_PREFIXES) and r != IMPLAUSIBLE_STATE]
+    if rejected:
+        return rejected[-1]
+    return "accepted" if msg is not None else ""

@@ -1,41 +1,41 @@
-"""One tick log record: what the control loop did in one tick, and its payload bytes (``deploy.runtime.ticklog``
-frames and files them).
+"""One tick log record: what the control loop did in one tick.
 
-Payload (little endian; record format version 2)::
-
-    f64 t_s | i64 tick | i64 episode_id | i64 state_seq | f64 latency_s | f64 jitter_s | u8 stop
-    | 5 arrays (state f64, obs_flat f32, goal f64, proposed f64, sent f64), each u16 n + n values
-    | u8 reason count, then per reason u8 length + UTF-8 bytes
-    | u8 length + ASCII policy_id (version 2; a version 1 record ends before it: policy_id "")
-
-No pickle: struct-packed numbers and short strings.
+Every field names the tick log channel it is logged on (``deploy.runtime.tick_channels`` derives the channels'
+schemas from these declarations, ``deploy.runtime.ticklog`` writes them to MCAP). A new field is one edit here:
+declare it with ``field(metadata=logged(channel))`` (and a default, so logs written before it existed still read).
 """
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # version 1: no policy_id
 EMPTY = np.zeros(0)  # an absent array of a TickRecord: a held tick's observation, no episode's goal
 NO_EPISODE = -1  # episode_id of ticks outside an episode (connect, hold, safe stop)
-
-_SCALARS = struct.Struct("<dqqqddB")
-_COUNT16 = struct.Struct("<H")
-_ARRAYS: tuple[tuple[str, type], ...] = (
-    ("state", np.float64),
-    ("obs_flat", np.float32),
-    ("goal", np.float64),
-    ("proposed", np.float64),
-    ("sent", np.float64),
-)
-ARRAY_FIELDS = tuple(name for name, _ in _ARRAYS)
-_MAX_ARRAY = 0xFFFF
-_MAX_REASON = 0xFF
 MAX_POLICY_ID_BYTES = 0xFF
+
+# The tick log's channels (MCAP topics; the Foxglove live view publishes the same ones)
+STATE = "/robot/state"  # the robot state as received
+VERDICT = "/check/verdict"  # the state checker's verdict and the position bound it keeps
+PROPOSAL = "/policy/proposal"  # what the policy was asked and answered
+COMMAND = "/command"  # the command sent and the safety filter's interventions
+TIMING = "/timing"  # when the tick ran and how long it took
+TICK_CHANNELS = (STATE, VERDICT, PROPOSAL, COMMAND, TIMING)
+
+
+def logged(channel: str, dtype: type | None = None) -> dict[str, Any]:
+    """The metadata of a TickRecord field logged on ``channel``: ``field(metadata=logged(...))``. ``dtype``: the
+    element type of an array field (numpy), which the log keeps exactly (float32 stays float32)."""
+    if channel not in TICK_CHANNELS:
+        raise ValueError(f"{channel!r} is not a tick log channel; choose one of {TICK_CHANNELS}")
+    return {"channel": channel, "dtype": dtype}
+
+
+def empty() -> np.ndarray:
+    """The default of an array field a log written before it existed lacks (shared, never written to)."""
+    return EMPTY
 
 
 @dataclass(eq=False)
@@ -57,107 +57,33 @@ class TickRecord:
     :param stop: True on the tick that triggered a safe stop.
     :param policy_id: the policy asked this tick (its package's ``manifest_sha256``); "" when no policy was asked
         (hold, homing, a stale state) or the controller was given a bare backend without an id.
+    :param verdict: the state checker's verdict on the tick's state: "accepted", or the kind of rejection; ""
+        when the controller did not record one.
+    :param bound_low: lower corner of where the gripper is, per the checker (metres; empty when not recorded).
+    :param bound_high: upper corner (metres).
     """
 
-    t_s: float
-    tick: int
-    state: np.ndarray
-    obs_flat: np.ndarray
-    goal: np.ndarray
-    proposed: np.ndarray
-    sent: np.ndarray
-    reasons: tuple[str, ...]
-    latency_s: float
-    jitter_s: float
-    episode_id: int = NO_EPISODE
-    state_seq: int = -1
-    stop: bool = False
-    policy_id: str = ""
-
-    def encode(self) -> bytes:
-        """The payload bytes (see the module docstring)."""
-        parts = [
-            _SCALARS.pack(
-                float(self.t_s),
-                int(self.tick),
-                int(self.episode_id),
-                int(self.state_seq),
-                float(self.latency_s),
-                float(self.jitter_s),
-                1 if self.stop else 0,
-            )
-        ]
-        for name, dtype in _ARRAYS:
-            values = np.ascontiguousarray(getattr(self, name), dtype=dtype).reshape(-1)
-            if values.size > _MAX_ARRAY:
-                raise ValueError(f"TickRecord.{name} has {values.size} values; the format holds at most {_MAX_ARRAY}")
-            parts.append(_COUNT16.pack(values.size))
-            parts.append(values.tobytes())
-        reasons = [r.encode("utf-8") for r in self.reasons]
-        if len(reasons) > _MAX_REASON or any(len(r) > _MAX_REASON for r in reasons):
-            raise ValueError(f"at most {_MAX_REASON} reasons of at most {_MAX_REASON} bytes each, got {self.reasons}")
-        parts.append(bytes([len(reasons)]))
-        for r in reasons:
-            parts.append(bytes([len(r)]))
-            parts.append(r)
-        policy_id = check_policy_id(self.policy_id).encode("ascii")
-        parts.append(bytes([len(policy_id)]))
-        parts.append(policy_id)
-        return b"".join(parts)
-
-    @classmethod
-    def decode(cls, payload: bytes, version: int = FORMAT_VERSION) -> TickRecord:
-        """Parse a payload of format ``version``; raises ValueError if it is malformed."""
-        policy_id = ""
-        try:
-            t_s, tick, episode_id, state_seq, latency_s, jitter_s, stop = _SCALARS.unpack_from(payload, 0)
-            offset = _SCALARS.size
-            arrays = {}
-            for name, dtype in _ARRAYS:
-                (n,) = _COUNT16.unpack_from(payload, offset)
-                offset += _COUNT16.size
-                nbytes = n * np.dtype(dtype).itemsize
-                if offset + nbytes > len(payload):
-                    raise ValueError(f"array {name} runs past the record")
-                arrays[name] = np.frombuffer(payload, dtype=dtype, count=n, offset=offset).copy()
-                offset += nbytes
-            count = payload[offset]
-            offset += 1
-            reasons = []
-            for _ in range(count):
-                size = payload[offset]
-                text = payload[offset + 1 : offset + 1 + size]
-                if len(text) != size:
-                    raise ValueError("reason runs past the record")
-                reasons.append(text.decode("utf-8"))
-                offset += 1 + size
-            if version >= 2:
-                size = payload[offset]
-                raw_id = payload[offset + 1 : offset + 1 + size]
-                if len(raw_id) != size:
-                    raise ValueError("policy_id runs past the record")
-                policy_id = check_policy_id(raw_id.decode("ascii"))  # a CRC-valid record of junk is refused
-                offset += 1 + size
-        except (struct.error, IndexError, UnicodeDecodeError) as err:
-            raise ValueError(f"malformed tick record: {err}") from None
-        if offset != len(payload):
-            raise ValueError(f"malformed tick record: {len(payload) - offset} trailing bytes")
-        return cls(
-            t_s=t_s,
-            tick=tick,
-            reasons=tuple(reasons),
-            latency_s=latency_s,
-            jitter_s=jitter_s,
-            episode_id=episode_id,
-            state_seq=state_seq,
-            stop=bool(stop),
-            policy_id=policy_id,
-            **arrays,
-        )
+    t_s: float = field(metadata=logged(TIMING))
+    tick: int = field(metadata=logged(TIMING))
+    state: np.ndarray = field(metadata=logged(STATE, np.float64))
+    obs_flat: np.ndarray = field(metadata=logged(PROPOSAL, np.float32))
+    goal: np.ndarray = field(metadata=logged(PROPOSAL, np.float64))
+    proposed: np.ndarray = field(metadata=logged(PROPOSAL, np.float64))
+    sent: np.ndarray = field(metadata=logged(COMMAND, np.float64))
+    reasons: tuple[str, ...] = field(metadata=logged(COMMAND))
+    latency_s: float = field(metadata=logged(TIMING))
+    jitter_s: float = field(metadata=logged(TIMING))
+    episode_id: int = field(default=NO_EPISODE, metadata=logged(PROPOSAL))
+    state_seq: int = field(default=-1, metadata=logged(STATE))
+    stop: bool = field(default=False, metadata=logged(COMMAND))
+    policy_id: str = field(default="", metadata=logged(PROPOSAL))
+    verdict: str = field(default="", metadata=logged(VERDICT))
+    bound_low: np.ndarray = field(default_factory=empty, metadata=logged(VERDICT, np.float64))
+    bound_high: np.ndarray = field(default_factory=empty, metadata=logged(VERDICT, np.float64))
 
 
 def check_policy_id(policy_id: str) -> str:
-    """``policy_id`` if the format can hold it (printable ASCII, at most ``MAX_POLICY_ID_BYTES``), else ValueError."""
+    """``policy_id`` if the log can hold it (printable ASCII, at most ``MAX_POLICY_ID_BYTES``), else ValueError."""
     if (
         not isinstance(policy_id, str)
         or len(policy_id) > MAX_POLICY_ID_BYTES

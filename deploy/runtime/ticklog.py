@@ -1,93 +1,178 @@
-"""The tick log: every control tick appended to a crash-tolerant binary file, which the fine-tuner reads.
+"""The tick log: every control tick appended to a crash-tolerant MCAP file, which the fine-tuner, the report and
+Foxglove / PlotJuggler read.
 
-File layout (little endian; version 2)::
+A log is one or more MCAP files (segments): ``ticks.mcap``, then ``ticks.1.mcap``, ``ticks.2.mcap``, ... when a
+segment passes ``max_bytes``. Each segment stands alone: header, the run's metadata (``robot_grpo.ticklog``: format
+version and clock; whatever the caller adds: robot spec, package id, launch config) and attachments, the channels
+of ``deploy.runtime.tick_channels`` (protobuf, one schema per channel) and, per tick, one MCAP chunk holding the
+tick's message on every channel (they share the MCAP ``sequence`` number), uncompressed, with its CRC.
 
-    file header  = b"RGTICKLG" | u16 version | u16 flags (0) | u32 crc32 of the 12 bytes before
-    record       = SYNC (4 bytes) | u32 payload length | u32 crc32(length bytes + payload) | payload
-    payload      = one TickRecord (``deploy.runtime.tick_record``: numbers, arrays, reasons, policy_id)
+Crash tolerance (measured: ``tests/deploy/runtime/test_ticklog_crash.py``): each chunk goes to the OS in one
+``os.write`` before ``append`` returns, so after ``kill -9`` every tick appended before the kill is in the file;
+``fsync`` pushes it to the disk at an interval, from a background thread, so the control tick never waits for the
+disk. A power cut can tear the last chunk: the reader (``deploy.runtime.ticklog_read``) stops before it. A
+damaged chunk in the middle fails its CRC and is skipped, counted, and the reader carries on at the next chunk.
+``close`` writes the MCAP summary (schemas, channels, message counts) and footer; a segment the process never
+closed (a crash) reads the same without them.
 
-``policy_id`` names the policy asked on the tick (its package's ``manifest_sha256``): a hot swap mid-run, or a
-folder holding the logs of several packages, stays attributable, and the fine-tuner trains a package only on the
-episodes it drove.
-
-No pickle: the payload is struct-packed numbers and short strings. Each record goes out in one ``os.write``
-(it is in the OS page cache, so it survives a crash of this process); ``fsync`` pushes it to the disk at a
-configurable interval from a background thread, so the control tick never waits for the disk. A power cut can
-tear the last record: the reader detects it (short or bad CRC) and skips it. A corrupted record in the
-middle is skipped too: the reader searches for the next SYNC marker and carries on, counting what it skipped.
-
-Rotation by size: the first segment is ``path``, the next ones ``path.1``, ``path.2``, ... A writer opened on
-an existing log starts a new segment after the last one (it never appends to a possibly torn file).
-``read_ticklog(path)`` reads all segments of a log in order; given a folder it reads every ``*.tlog`` log in it.
+The summary holds no chunk index: an index entry per tick would cost memory for the whole segment and a stall
+at rotation, on the control thread. Tools read such a file through from the start (Foxglove says "unindexed").
+A writer opened on an existing log starts a new segment after the last one (it never appends to a possibly torn
+file).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
-import re
-import struct
 import threading
-import zlib
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-import numpy as np
+from mcap.writer import CompressionType, IndexType, Writer
 
-from deploy.runtime.tick_record import ARRAY_FIELDS, FORMAT_VERSION, NO_EPISODE, READABLE_VERSIONS, TickRecord
+from deploy.runtime.tick_channels import (
+    MESSAGE_ENCODING,
+    SCHEMA_ENCODING,
+    TICK_SCHEMAS,
+    TRANSITION_SCHEMA,
+    TickEncoder,
+)
+from deploy.runtime.tick_record import TickRecord
+from deploy.runtime.ticklog_read import (  # noqa: F401  (the reader's API, re-exported for the log's users)
+    FORMAT_METADATA,
+    FORMAT_VERSION,
+    TICKLOG_SUFFIX,
+    TickLogScan,
+    read_ticklog,
+    scan_ticklog,
+    segment_indices,
+    segment_path,
+    split_episodes,
+    stack_field,
+    ticklog_files,
+    warn_damage,
+)
 
 logger = logging.getLogger(__name__)
 
-MAGIC = b"RGTICKLG"
-SYNC = b"\xa7\x5dTK"
-TICKLOG_SUFFIX = ".tlog"
-MAX_RECORD_BYTES = 1 << 20
-DEFAULT_MAX_BYTES = 64 << 20
+DEFAULT_MAX_BYTES = 8 << 20  # ~16k ticks (11 min at 25 Hz) per segment: the writer keeps ~0.4 kB per tick in memory
 DEFAULT_FSYNC_INTERVAL_S = 1.0
-
-_FILE_HEAD = struct.Struct("<8sHH")
-_FILE_HEADER_BYTES = _FILE_HEAD.size + 4
-_REC_HEAD = struct.Struct("<4sII")
-_LEN = struct.Struct("<I")
+NS_PER_S = 1_000_000_000
+CHUNK_BYTES_NEVER = 1 << 62  # the mcap writer closes a chunk only when told (one chunk per tick)
+WRITER_LIBRARY = f"robot-grpo tick log {FORMAT_VERSION}"
 
 
-def _file_header() -> bytes:
-    head = _FILE_HEAD.pack(MAGIC, FORMAT_VERSION, 0)
-    return head + _LEN.pack(zlib.crc32(head))
+@dataclass(frozen=True)
+class LogAttachment:
+    """A file the log carries (the robot spec, the launch config, the package manifest)."""
+
+    name: str
+    media_type: str
+    data: bytes
 
 
-def frame_record(payload: bytes) -> bytes:
-    """SYNC + length + CRC + payload: one record as written to the file."""
-    length = _LEN.pack(len(payload))
-    return SYNC + length + _LEN.pack(zlib.crc32(payload, zlib.crc32(length))) + payload
+class TickPublisher(Protocol):
+    """Something that also receives every tick the log writes (the Foxglove live view); must never block."""
+
+    def publish_tick(self, record: TickRecord, payloads: Sequence[bytes], log_time_ns: int) -> None: ...
+
+    def publish_transition(self, payload: bytes, log_time_ns: int) -> None: ...
 
 
-def segment_path(base: Path, index: int) -> Path:
-    """Segment ``index`` of the log ``base``: ``base`` itself, then ``base.1``, ``base.2``, ..."""
-    return base if index == 0 else base.with_name(f"{base.name}.{index}")
+class _FdStream:
+    """The file the mcap writer writes to: bytes are gathered in memory and handed to the OS in one ``os.write``
+    per ``flush`` (a tick's chunk reaches the page cache whole, or not at all when the process dies first)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._parts: list[bytes] = []
+        self._position = 0
+
+    def write(self, data: bytes) -> int:
+        self._parts.append(bytes(data))
+        self._position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._position
+
+    def flush(self) -> None:
+        if not self._parts:
+            return
+        view = memoryview(b"".join(self._parts))
+        self._parts.clear()
+        while view:
+            view = view[os.write(self.fd, view) :]
 
 
-def _segment_indices(base: Path) -> list[int]:
-    if not base.parent.is_dir():
-        return []
-    pattern = re.compile(re.escape(base.name) + r"(?:\.(\d+))?$")
-    found = []
-    for entry in base.parent.iterdir():
-        match = pattern.fullmatch(entry.name)
-        if match and entry.is_file():
-            found.append(int(match.group(1) or 0))
-    return sorted(found)
+class _Segment:
+    """One MCAP file of the log, opened with its header, metadata, attachments, schemas and channels."""
+
+    def __init__(
+        self, path: Path, metadata: Mapping[str, Mapping[str, str]], attachments: Sequence[LogAttachment]
+    ) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        self.stream = _FdStream(self.fd)
+        self.writer = Writer(
+            self.stream,
+            chunk_size=CHUNK_BYTES_NEVER,
+            compression=CompressionType.NONE,
+            index_types=IndexType.ATTACHMENT | IndexType.METADATA,
+        )
+        self.writer.start(profile="", library=WRITER_LIBRARY)
+        self.tick_channels = [self._channel(s.topic, s.schema_name, s.schema_data) for s in TICK_SCHEMAS]
+        t = TRANSITION_SCHEMA
+        self.transition_channel = self._channel(t.topic, t.schema_name, t.schema_data)
+        for name, values in metadata.items():
+            self.writer.add_metadata(name, dict(values))
+        for item in attachments:
+            self.writer.add_attachment(time.time_ns(), time.time_ns(), item.name, item.media_type, item.data)
+        self.writer.flush()
+        self.records = 0
+        self.transitions = 0
+
+    def _channel(self, topic: str, schema_name: str, schema_data: bytes) -> int:
+        schema_id = self.writer.register_schema(schema_name, SCHEMA_ENCODING, schema_data)
+        return self.writer.register_channel(topic, MESSAGE_ENCODING, schema_id)
+
+    @property
+    def size(self) -> int:
+        return self.stream.tell()
+
+    def write_tick(self, payloads: Sequence[bytes], log_time_ns: int) -> None:
+        self.records += 1
+        for channel, payload in zip(self.tick_channels, payloads, strict=True):
+            self.writer.add_message(channel, log_time_ns, payload, log_time_ns, sequence=self.records)
+        self.writer.flush()
+
+    def write_transition(self, payload: bytes, log_time_ns: int) -> None:
+        self.transitions += 1
+        self.writer.add_message(self.transition_channel, log_time_ns, payload, log_time_ns, self.transitions)
+        self.writer.flush()
+
+    def finish(self) -> None:
+        """Write the summary and footer (the file is then complete; the fd stays open for a last fsync)."""
+        self.writer.finish()
+        self.stream.flush()
 
 
 class TickLogWriter:
-    """Append-only tick log with size rotation and interval fsync.
+    """Append-only MCAP tick log with size rotation and interval fsync.
 
-    :param path: the log's first segment (e.g. ``runs/x/ticks.tlog``); the folder is created.
+    :param path: the log's first segment (e.g. ``runs/x/ticks.mcap``); the folder is created.
     :param fsync_interval_s: seconds between fsyncs, done by a background thread so the tick never waits for
         the disk; 0 fsyncs inline after every record (durable, slow); None never fsyncs before ``close``.
-    :param max_bytes: a segment is rotated before a record would take it past this size (a segment always
-        holds at least one record).
+    :param max_bytes: a new segment starts once the current one has reached this size (a segment always holds at
+        least one tick).
+    :param metadata: MCAP metadata records of every segment, name -> {key: value} (strings): the run, the package.
+    :param attachments: files every segment carries (the robot spec, the launch config).
+    :param live: also receives every tick and transition written (the live view); None: nobody.
     """
 
     def __init__(
@@ -95,27 +180,38 @@ class TickLogWriter:
         path: str | Path,
         fsync_interval_s: float | None = DEFAULT_FSYNC_INTERVAL_S,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        metadata: Mapping[str, Mapping[str, str]] | None = None,
+        attachments: Sequence[LogAttachment] = (),
+        live: TickPublisher | None = None,
     ) -> None:
         if fsync_interval_s is not None and not fsync_interval_s >= 0:
             raise ValueError(f"fsync_interval_s must be >= 0 seconds or None, got {fsync_interval_s}")
-        if max_bytes <= _FILE_HEADER_BYTES:
-            raise ValueError(
-                f"max_bytes must be larger than the {_FILE_HEADER_BYTES}-byte file header, got {max_bytes}"
-            )
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be a positive size in bytes, got {max_bytes}")
+        if metadata and FORMAT_METADATA in metadata:
+            raise ValueError(f"metadata {FORMAT_METADATA!r} is the log's own; name the caller's metadata otherwise")
         self.base = Path(path)
+        if self.base.suffix != TICKLOG_SUFFIX:
+            raise ValueError(f"a tick log is an MCAP file: name it *{TICKLOG_SUFFIX}, got {self.base.name}")
         self.base.parent.mkdir(parents=True, exist_ok=True)
         self.fsync_interval_s = fsync_interval_s
         self.max_bytes = int(max_bytes)
+        self.live = live
+        # MCAP log times are nanoseconds since the Unix epoch: the loop's monotonic clock plus this offset
+        self.epoch_offset_ns = time.time_ns() - time.monotonic_ns()
+        own = {FORMAT_METADATA: {"format_version": str(FORMAT_VERSION), "epoch_offset_ns": str(self.epoch_offset_ns)}}
+        self._metadata = {**own, **{k: dict(v) for k, v in (metadata or {}).items()}}
+        self._attachments = tuple(attachments)
+        self._encoder = TickEncoder()
         self.records_written = 0
         self.fsync_count = 0
         self.segments: list[Path] = []
-        existing = _segment_indices(self.base)
+        existing = segment_indices(self.base)
         self._index = existing[-1] + 1 if existing else 0
         self._lock = threading.Lock()
         self._retired: list[int] = []
-        self._fd = -1
-        self._size = 0
-        self._records_in_segment = 0
+        self._segment: _Segment | None = None
+        self._last_log_time_ns = self.epoch_offset_ns
         self._open_segment()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -126,43 +222,57 @@ class TickLogWriter:
     # Writing ---------------------------------------------------------------------------------------------
     def _open_segment(self) -> None:
         path = segment_path(self.base, self._index)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        self._write_all(_file_header())
-        self._size = _FILE_HEADER_BYTES
-        self._records_in_segment = 0
+        self._segment = _Segment(path, self._metadata, self._attachments)
         self.segments.append(path)
 
-    def _write_all(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+    def _log_time_ns(self, t_s: float) -> int:
+        """The MCAP log time of loop time ``t_s`` (seconds); a non-finite time keeps the last one."""
+        if math.isfinite(t_s):
+            self._last_log_time_ns = max(0, int(t_s * NS_PER_S) + self.epoch_offset_ns)
+        return self._last_log_time_ns
+
+    def _live_segment(self) -> _Segment:
+        segment = self._segment
+        if segment is None:
+            raise ValueError("the tick log is closed; open a new TickLogWriter")
+        return segment
 
     def append(self, record: TickRecord) -> None:
-        """Write one record (one ``os.write``); rotate first if it would overflow ``max_bytes``."""
-        data = frame_record(record.encode())
+        """Write one tick (one chunk, one ``os.write``); start a new segment first if this one is full."""
+        payloads = self._encoder.encode(record)
         with self._lock:
-            if self._fd < 0:
-                raise ValueError("the tick log is closed; open a new TickLogWriter")
-            if self._records_in_segment and self._size + len(data) > self.max_bytes:
-                self._retired.append(self._fd)
+            segment = self._live_segment()
+            if segment.records and segment.size >= self.max_bytes:
+                segment.finish()
+                self._retired.append(segment.fd)
                 self._index += 1
                 self._open_segment()
-            self._write_all(data)
-            self._size += len(data)
-            self._records_in_segment += 1
+                segment = self._live_segment()
+            log_time_ns = self._log_time_ns(record.t_s)
+            segment.write_tick(payloads, log_time_ns)
             self.records_written += 1
             if self.fsync_interval_s == 0:
-                os.fsync(self._fd)
+                os.fsync(segment.fd)
                 self.fsync_count += 1
+        if self.live is not None:
+            self.live.publish_tick(record, payloads, log_time_ns)
+
+    def add_transition(self, tick: int, source: str, target: str, reason: str, t_s: float) -> None:
+        """Log a state machine transition at ``tick`` (loop time ``t_s``, seconds) on the transitions channel."""
+        payload = self._encoder.encode_transition(tick, source, target, reason)
+        with self._lock:
+            log_time_ns = self._log_time_ns(t_s)
+            self._live_segment().write_transition(payload, log_time_ns)
+        if self.live is not None:
+            self.live.publish_transition(payload, log_time_ns)
 
     # Syncing ---------------------------------------------------------------------------------------------
     def sync(self) -> None:
         """fsync the current segment and close rotated ones; the appending thread is not blocked meanwhile."""
         with self._lock:
-            if self._fd < 0:
+            if self._segment is None:
                 return
-            fd = os.dup(self._fd)
+            fd = os.dup(self._segment.fd)
             retired, self._retired = self._retired, []
         try:
             for old in retired:
@@ -182,155 +292,23 @@ class TickLogWriter:
                 logger.error("tick log fsync failed: %s", err)
 
     def close(self) -> None:
-        """Stop the fsync thread, fsync and close every segment."""
+        """Stop the fsync thread, write the summary, fsync and close every segment."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if self._fd < 0:
-            return
+        with self._lock:
+            segment = self._segment
+            if segment is None:
+                return
+            segment.finish()
         self.sync()
         with self._lock:
-            os.close(self._fd)
-            self._fd = -1
+            os.close(segment.fd)
+            self._segment = None
 
     def __enter__(self) -> TickLogWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# Reading -------------------------------------------------------------------------------------------------
-@dataclass
-class TickLogScan:
-    """What a read found: the records, and what it had to skip."""
-
-    records: list[TickRecord] = field(default_factory=list)
-    files: list[Path] = field(default_factory=list)
-    corrupt_records: int = 0  # damaged records (or stretches of bytes) skipped before a later valid record
-    torn_tails: int = 0  # files whose last record was cut short (a crash while writing)
-    skipped_bytes: int = 0
-    damage_at: list[int] = field(default_factory=list)  # per skipped stretch: the index in records read after it
-
-
-def _is_torn_prefix(rest: bytes) -> bool:
-    """True if ``rest`` (the unreadable end of a file) looks like the start of a record cut short."""
-    if len(rest) < len(SYNC):
-        return SYNC.startswith(rest)
-    if not rest.startswith(SYNC):
-        return False
-    if len(rest) < _REC_HEAD.size:
-        return True
-    _, length, _ = _REC_HEAD.unpack_from(rest, 0)
-    return length <= MAX_RECORD_BYTES and _REC_HEAD.size + length > len(rest)
-
-
-def _scan_bytes(data: bytes, source: Path, scan: TickLogScan) -> None:
-    if len(data) < _FILE_HEADER_BYTES:
-        if not MAGIC.startswith(data[: len(MAGIC)]):
-            raise ValueError(f"{source} is not a tick log (no {MAGIC!r} header)")
-        if data:
-            scan.torn_tails += 1
-            scan.damage_at.append(len(scan.records))
-        return
-    magic, version, _ = _FILE_HEAD.unpack_from(data, 0)
-    if magic != MAGIC:
-        raise ValueError(f"{source} is not a tick log (no {MAGIC!r} header)")
-    (header_crc,) = _LEN.unpack_from(data, _FILE_HEAD.size)
-    if header_crc != zlib.crc32(data[: _FILE_HEAD.size]):
-        raise ValueError(f"{source}: the file header is corrupt (CRC mismatch)")
-    if version not in READABLE_VERSIONS:
-        raise ValueError(f"{source}: tick log format version {version}; this build reads {READABLE_VERSIONS}")
-    pos, end = _FILE_HEADER_BYTES, len(data)
-    while pos < end:
-        if data.startswith(SYNC, pos) and pos + _REC_HEAD.size <= end:
-            _, length, crc = _REC_HEAD.unpack_from(data, pos)
-            stop = pos + _REC_HEAD.size + length
-            if length <= MAX_RECORD_BYTES and stop <= end:
-                payload = data[pos + _REC_HEAD.size : stop]
-                if zlib.crc32(payload, zlib.crc32(data[pos + 4 : pos + 8])) == crc:
-                    try:
-                        scan.records.append(TickRecord.decode(payload, version))
-                        pos = stop
-                        continue
-                    except ValueError:
-                        pass
-        following = data.find(SYNC, pos + 1)
-        scan.damage_at.append(len(scan.records))
-        if following == -1:
-            if _is_torn_prefix(data[pos:]):
-                scan.torn_tails += 1
-            else:
-                scan.corrupt_records += 1
-            scan.skipped_bytes += end - pos
-            return
-        scan.corrupt_records += 1
-        scan.skipped_bytes += following - pos
-        pos = following
-
-
-def ticklog_files(path: str | Path) -> list[Path]:
-    """The segment files of a log (``path`` is its first segment) or of every ``*.tlog`` log in a folder."""
-    path = Path(path)
-    if path.is_dir():
-        bases = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TICKLOG_SUFFIX))
-        return [f for base in bases for f in ticklog_files(base)]
-    indices = _segment_indices(path)
-    if not indices:
-        raise FileNotFoundError(f"no tick log at {path} (nor segments {path.name}.1, ...)")
-    return [segment_path(path, i) for i in indices]
-
-
-def scan_ticklog(path: str | Path) -> TickLogScan:
-    """Read a log (all its segments, or all logs in a folder) and report what was skipped."""
-    scan = TickLogScan()
-    for file in ticklog_files(path):
-        scan.files.append(file)
-        _scan_bytes(file.read_bytes(), file, scan)
-    return scan
-
-
-def read_ticklog(path: str | Path) -> list[TickRecord]:
-    """All readable records of a log, in order; skipped damage is logged as a warning (see ``scan_ticklog``)."""
-    return warn_damage(scan_ticklog(path), path).records
-
-
-def warn_damage(scan: TickLogScan, path: str | Path) -> TickLogScan:
-    """Log a warning naming what ``scan`` of ``path`` skipped (nothing when it skipped nothing); returns ``scan``."""
-    if scan.corrupt_records or scan.torn_tails:
-        logger.warning(
-            "tick log %s: skipped %d corrupt record(s) and %d torn tail(s), %d bytes",
-            path,
-            scan.corrupt_records,
-            scan.torn_tails,
-            scan.skipped_bytes,
-        )
-    return scan
-
-
-def split_episodes(records: Iterable[TickRecord], min_length: int = 1) -> list[list[TickRecord]]:
-    """Cut records into episodes: runs of consecutive records with the same ``episode_id`` and rising ``tick``.
-
-    A tick counter that does not rise starts a new episode too (a new run appended to the same log restarts
-    its ticks and may reuse episode ids). Records with ``episode_id == NO_EPISODE`` (connect, hold, safe stop)
-    are dropped; episodes shorter than ``min_length`` ticks are dropped too.
-    """
-    episodes: list[list[TickRecord]] = []
-    current: list[TickRecord] = []
-    for record in records:
-        if current and (record.episode_id != current[-1].episode_id or record.tick <= current[-1].tick):
-            episodes.append(current)
-            current = []
-        if record.episode_id != NO_EPISODE:
-            current.append(record)
-    if current:
-        episodes.append(current)
-    return [ep for ep in episodes if len(ep) >= min_length]
-
-
-def stack_field(records: Sequence[TickRecord], name: str) -> np.ndarray:
-    """One array field of many records stacked on a leading axis, e.g. ``stack_field(ep, "sent")``."""
-    if name not in ARRAY_FIELDS:
-        raise ValueError(f"{name!r} is not an array field; choose one of {list(ARRAY_FIELDS)}")
-    return np.stack([getattr(r, name) for r in records])

@@ -169,8 +169,8 @@ CASES: dict[str, tuple[Case, str]] = {
         "'parity_observations' / 'closed_loop_episodes': a package needs >= 10000 parity observations",
     ),
     "finetune_missing_logs": (
-        lambda t: ["finetune", "--set", f"logs={t / 'nope.tlog'}", "--set", f"store={t / 'store'}"],
-        "nope.tlog",
+        lambda t: ["finetune", "--set", f"logs={t / 'nope.mcap'}", "--set", f"store={t / 'store'}"],
+        "nope.mcap",
     ),
 }
 

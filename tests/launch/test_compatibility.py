@@ -67,7 +67,7 @@ def test_run_refuses_then_runs_with_the_explicit_override(tmp_path: Path, capsys
     assert main(run_args(tmp_path, spec_path)) == 2
     err = capsys.readouterr().err
     assert "robot 'arm_k6' has an action delay of 6 control steps (240 ms)" in err and "trained for 2..2" in err
-    assert not (tmp_path / "k6" / "ticks.tlog").exists()  # refused before the first command
+    assert not (tmp_path / "k6" / "ticks.mcap").exists()  # refused before the first command
 
     with caplog.at_level(logging.WARNING):
         assert main(run_args(tmp_path, spec_path, "--set", "override_compatibility=true")) == 0

@@ -50,7 +50,7 @@ def test_defaults_are_filled_in():
         ({"job": "train", "name": "a/b"}, "'name' = 'a/b' is not a safe folder name"),
         ({"job": "run", "explore_std_scale": 0.0}, "'explore_std_scale' = 0.0 is out of range"),
         (
-            {"job": "finetune", "logs": "x.tlog", "intervention_penalty": -1.0},
+            {"job": "finetune", "logs": "x.mcap", "intervention_penalty": -1.0},
             "'intervention_penalty' = -1.0 is out of range",
         ),
         (

@@ -40,7 +40,11 @@ def test_quick_demo_end_to_end(tmp_path, monkeypatch):
     calibration = yaml.safe_load((run / "calibration.yaml").read_text())
     assert calibration["action_delay"]["steps"] == 2  # the simulated robot's delay, measured through the link
     for stage in ("run_base", "run_drifted", "line", "run_finetuned"):
-        assert (run / stage / "ticks.tlog").is_file()
+        assert (run / stage / "ticks.mcap").is_file()
+    assert main(["report", str(run)]) == 0  # robot-grpo report on the demo's runs: one report per stage
+    for stage in ("run_base", "run_drifted", "line", "run_finetuned"):
+        assert "## Interventions" in (run / stage / "report" / "report.md").read_text()
+        assert (run / stage / "report" / "positions.png").stat().st_size > 0
     drifted = yaml.safe_load((run / "calibration_drifted.yaml").read_text())
     assert drifted["action_delay"]["steps"] == 6  # the drift, measured through the link
     assert drifted["actuator_gain"]["upper_bound"] > 1.3 * calibration["actuator_gain"]["upper_bound"]

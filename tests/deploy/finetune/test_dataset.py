@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +45,7 @@ def record(
 
 
 def test_log_is_cut_into_episodes_with_interventions(tmp_path: Path) -> None:
-    path = tmp_path / "ticks.tlog"
+    path = tmp_path / "ticks.mcap"
     ticks = [record(0, NO_EPISODE)]  # connect / hold
     ticks += [record(1 + t, 1, reasons=("clip",) if t in (2, 3) else ()) for t in range(5)]
     ticks += [record(6 + t, 2) for t in range(4)]
@@ -68,8 +69,8 @@ def test_log_is_cut_into_episodes_with_interventions(tmp_path: Path) -> None:
 
 def test_missing_or_foreign_log_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        load_log_dataset(tmp_path / "none.tlog", CONTRACT)
-    path = tmp_path / "other.tlog"
+        load_log_dataset(tmp_path / "none.mcap", CONTRACT)
+    path = tmp_path / "other.mcap"
     with TickLogWriter(path, fsync_interval_s=None) as writer:
         for t in range(3):
             writer.append(record(t, 1, flat_dim=7))
@@ -102,7 +103,7 @@ def test_an_episode_with_a_held_tick_is_skipped_not_a_crash():
 def test_fine_tuning_trains_on_the_sent_command_unless_asked_for_the_proposal(tmp_path: Path) -> None:
     """Where the filter changed the proposal, the sent command (what the robot did) is the trained action by default;
     ``action="proposed"`` takes the policy's sample; an unknown name is refused naming the choices."""
-    path = tmp_path / "ticks.tlog"
+    path = tmp_path / "ticks.mcap"
     with TickLogWriter(path, fsync_interval_s=None) as writer:
         for t in range(4):
             writer.append(record(1 + t, 1, reasons=("workspace_barrier",), sent_scale=0.5))  # the barrier halved it
@@ -118,7 +119,7 @@ def test_fine_tuning_trains_on_the_sent_command_unless_asked_for_the_proposal(tm
 def test_an_episode_with_a_policy_fault_is_skipped_not_trained_as_the_policys_hold(tmp_path: Path, action) -> None:
     """On a policy-fault tick the runtime held in the policy's place and logged that hold as the proposal: training
     on it (either action) would credit the policy with a choice it never made."""
-    path = tmp_path / "ticks.tlog"
+    path = tmp_path / "ticks.mcap"
     with TickLogWriter(path, fsync_interval_s=None) as writer:
         for t in range(5):
             writer.append(record(t, 1, reasons=("policy_fault",) if t == 2 else ()))  # one faulty tick mid-episode
@@ -132,7 +133,7 @@ def test_an_episode_with_a_policy_fault_is_skipped_not_trained_as_the_policys_ho
 def test_episodes_with_nan_values_are_skipped_not_the_whole_load(tmp_path: Path) -> None:
     """A NaN desired goal in one episode and a NaN final achieved goal in another drop those two episodes (a NaN
     achieved goal would score as a success under a sparse reward); the good one is kept."""
-    path = tmp_path / "ticks.tlog"
+    path = tmp_path / "ticks.mcap"
     good = [record(t, 1) for t in range(4)]
     nan_goal = [record(4 + t, 2) for t in range(4)]
     nan_goal[1].obs_flat[-3:] = np.nan  # desired goal: the last 3 values
@@ -147,25 +148,33 @@ def test_episodes_with_nan_values_are_skipped_not_the_whole_load(tmp_path: Path)
 
 
 # a record inside episode 1, its last, episode 2's first, one inside episode 3
+def chunk_extent(data: bytes, index: int) -> tuple[int, int]:
+    """(offset, length) of the ``index``-th chunk record of an MCAP tick log, walking its framing."""
+    pos, found = 8, []  # after the magic
+    while pos + 9 <= len(data):
+        opcode, length = struct.unpack_from("<BQ", data, pos)
+        if opcode == 0x06:  # chunk
+            found.append((pos, 9 + length))
+        pos += 9 + length
+    return found[index]
+
+
 @pytest.mark.parametrize("damaged", [2, 5, 6, 11])
 def test_an_episode_next_to_damage_in_the_log_is_skipped(tmp_path: Path, damaged: int) -> None:
     """A record the reader had to skip (a flipped byte: bad CRC) may be a tick of an episode: the ticks either side
     would be stitched into one transition carrying the lost command's motion (before: trained on as one step). Every
     episode that the damaged stretch touches is skipped and counted; the others are kept."""
-    from deploy.runtime.ticklog import frame_record
-
     ticks = [record(0, NO_EPISODE)]
     ticks += [record(1 + t, 1) for t in range(5)]  # records 1..5
     ticks += [record(6 + t, 2) for t in range(4)]  # records 6..9
     ticks += [record(10 + t, 3) for t in range(4)]  # records 10..13
-    path = tmp_path / "ticks.tlog"
+    path = tmp_path / "ticks.mcap"
     with TickLogWriter(path, fsync_interval_s=None) as writer:
         for r in ticks:
             writer.append(r)
     data = bytearray(path.read_bytes())
-    frame = frame_record(ticks[damaged].encode())
-    start = bytes(data).index(frame)
-    data[start + len(frame) // 2] ^= 0xFF
+    start, length = chunk_extent(bytes(data), damaged)  # one chunk per tick
+    data[start + length // 2] ^= 0xFF
     path.write_bytes(bytes(data))
     dataset = load_log_dataset(path, CONTRACT)
     # a lost last (first) record cannot be told from a lost first (last) record of the next (previous) episode
@@ -192,7 +201,7 @@ def test_only_the_running_packages_episodes_are_kept_when_its_id_is_given(tmp_pa
     ticks += [record(8 + t, 3, policy_id=EARLIER if t < 2 else RUNNING) for t in range(4)]
     ticks += [record(12 + t, 4) for t in range(3)]  # a version 1 log's ticks name no policy
     ticks += [record(15 + t, 5, policy_id=RUNNING) for t in range(3)]
-    path = write_ticks(tmp_path / "ticks.tlog", ticks)
+    path = write_ticks(tmp_path / "ticks.mcap", ticks)
     data = load_log_dataset(path, CONTRACT, policy_id=RUNNING)
     assert [ep.episode_id for ep in data.episodes] == [1, 5]
     assert data.skipped_other_policy == 3
@@ -204,7 +213,7 @@ def test_only_the_running_packages_episodes_are_kept_when_its_id_is_given(tmp_pa
 
 def test_a_log_of_other_packages_only_is_a_clear_error_naming_them(tmp_path: Path) -> None:
     ticks = [record(t, 1, policy_id=EARLIER) for t in range(4)] + [record(4 + t, 2) for t in range(3)]
-    path = write_ticks(tmp_path / "ticks.tlog", ticks)
+    path = write_ticks(tmp_path / "ticks.mcap", ticks)
     with pytest.raises(ValueError, match="none of its 2 episodes was driven") as err:
         load_log_dataset(path, CONTRACT, policy_id=RUNNING)
     message = str(err.value)

@@ -62,10 +62,10 @@ def test_round_exports_gates_and_promotes_with_a_moved_ewc_anchor(tmp_path: Path
     model.save(tmp_path / "v1.zip")
     store = PackageStore(tmp_path / "store")
     promote_if_passed(store, first, "v1", {"passed": True}, checkpoint=tmp_path / "v1.zip")
-    log = tmp_path / "logs" / "line.tlog"
+    log = tmp_path / "logs" / "line.mcap"
     write_line_log(model, env, log, n_targets=2, attempts=4, policy_id=store.load_current().policy_id)
     # episodes another package drove (a log left from an earlier package) are not v1's samples: skipped
-    write_line_log(model, env, tmp_path / "logs" / "older.tlog", 1, 2, policy_id="f" * 64, first_episode=100)
+    write_line_log(model, env, tmp_path / "logs" / "older.mcap", 1, 2, policy_id="f" * 64, first_episode=100)
 
     running = GRPO.load(store.checkpoint_path("v1"), env=model.env)
     config = RoundConfig(group_size=4, n_updates=2, ewc_lambda=5.0, ewc_gamma=0.5)

@@ -198,9 +198,9 @@ def test_a_stalled_policy_call_is_stopped_within_its_budget_of_the_call_start():
 
 def test_tick_log_holds_every_policy_tick(tmp_path):
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=8, max_ticks=60)
-    with TickLogWriter(tmp_path / "ticks.tlog", fsync_interval_s=None) as log:
+    with TickLogWriter(tmp_path / "ticks.mcap", fsync_interval_s=None) as log:
         run = run_loop(DelayAwareP(), seeded_goals(ABOVE_TABLE_SEEDS[:2]), config, robot_spec(WIDE_BOX), ticklog=log)
-    records = read_ticklog(tmp_path / "ticks.tlog")
+    records = read_ticklog(tmp_path / "ticks.mcap")
     assert len(records) == len(run.records)
     policy_ticks = [r for r in records if r.episode_id >= 0 and r.obs_flat.size]
     assert len(policy_ticks) == 16
@@ -227,11 +227,11 @@ def test_the_tick_that_stops_an_episode_is_logged_in_that_episode(tmp_path):
     episode followed by a stray tick, and trained on the aborted one)."""
     # 20 steps per episode; NaN from step 5 of episode 1, a safe stop policy_fault_stop_s (10 periods) later
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=20, max_ticks=150, recover=False)
-    with TickLogWriter(tmp_path / "ticks.tlog", fsync_interval_s=None) as log:
+    with TickLogWriter(tmp_path / "ticks.mcap", fsync_interval_s=None) as log:
         run = run_loop(NanFromCall(25), seeded_goals(ABOVE_TABLE_SEEDS[:2]), config, robot_spec(WIDE_BOX), ticklog=log)
     first, second = run.report.episodes
     assert not first.aborted and second.aborted and second.steps < config.max_episode_steps
-    stops = [r for r in read_ticklog(tmp_path / "ticks.tlog") if r.stop]
+    stops = [r for r in read_ticklog(tmp_path / "ticks.mcap") if r.stop]
     assert [r.episode_id for r in stops] == [second.index]
     np.testing.assert_array_equal(stops[0].goal, second.goal)
 

@@ -1,30 +1,34 @@
-"""The tick log: round trip, torn tails at every byte, corrupt middle records, rotation, fsync, episodes."""
+"""The MCAP tick log: round trip, the mcap library's view, torn tails at every byte, corrupt middle chunks,
+rotation, fsync, metadata and attachments, transitions, episodes."""
 
 from __future__ import annotations
 
 import os
 import struct
 import threading
-import zlib
 
 import numpy as np
 import pytest
+from mcap.reader import make_reader
 
 from deploy.runtime import ticklog
-from deploy.runtime.tick_record import MAX_POLICY_ID_BYTES, NO_EPISODE, TickRecord
+from deploy.runtime.tick_channels import TICK_SCHEMAS, TRANSITIONS
+from deploy.runtime.tick_record import MAX_POLICY_ID_BYTES, NO_EPISODE, TICK_CHANNELS, TickRecord
 from deploy.runtime.ticklog import (
-    MAGIC,
-    SYNC,
+    FORMAT_METADATA,
+    LogAttachment,
     TickLogWriter,
-    frame_record,
     read_ticklog,
     scan_ticklog,
     split_episodes,
     stack_field,
     ticklog_files,
 )
+from deploy.runtime.ticklog_read import MAGIC
 
 POLICY_IDS = ("a" * 64, "", "0123456789abcdef" * 4)  # manifest digests, and a tick no policy was asked on
+CHUNK = 0x06  # MCAP opcode of a chunk
+FRAME = struct.Struct("<BQ")
 
 
 def make_record(i: int, episode: int = 0, reasons: tuple[str, ...] = ("clip",)) -> TickRecord:
@@ -44,14 +48,23 @@ def make_record(i: int, episode: int = 0, reasons: tuple[str, ...] = ("clip",)) 
         state_seq=1000 + i,
         stop=i % 7 == 3,
         policy_id=POLICY_IDS[i % len(POLICY_IDS)],
+        verdict="accepted" if i % 2 else "too_fast",
+        bound_low=rng.normal(size=3),
+        bound_high=rng.normal(size=3),
     )
 
 
+SCALARS = ("t_s", "tick", "reasons", "latency_s", "jitter_s", "episode_id", "state_seq", "stop", "policy_id", "verdict")
+ARRAYS = ("state", "obs_flat", "goal", "proposed", "sent", "bound_low", "bound_high")
+
+
 def same(a: TickRecord, b: TickRecord) -> bool:
-    scalars = ("t_s", "tick", "reasons", "latency_s", "jitter_s", "episode_id", "state_seq", "stop", "policy_id")
-    arrays = ("state", "obs_flat", "goal", "proposed", "sent")
-    return all(getattr(a, n) == getattr(b, n) for n in scalars) and all(
-        np.array_equal(getattr(a, n), getattr(b, n)) and getattr(a, n).dtype == getattr(b, n).dtype for n in arrays
+    def equal(x, y):  # NaN == NaN here: the log keeps a NaN as it was
+        return x == y or (isinstance(x, float) and np.isnan(x) and np.isnan(y))
+
+    return all(equal(getattr(a, n), getattr(b, n)) for n in SCALARS) and all(
+        np.array_equal(getattr(a, n), getattr(b, n), equal_nan=True) and getattr(a, n).dtype == getattr(b, n).dtype
+        for n in ARRAYS
     )
 
 
@@ -62,24 +75,85 @@ def write(path, records, **kwargs):
     return writer
 
 
-def test_round_trip_bit_exact(tmp_path):
+def chunk_offsets(data: bytes) -> list[int]:
+    """Offsets of the chunk records in the data section, walking the MCAP framing."""
+    pos, found = len(MAGIC), []
+    while pos + FRAME.size <= len(data):
+        opcode, length = FRAME.unpack_from(data, pos)
+        if opcode == 0x0F:  # DataEnd: the summary follows
+            break
+        if opcode == CHUNK:
+            found.append(pos)
+        pos += FRAME.size + length
+    return found
+
+
+def test_round_trip_bit_exact_with_nan_and_inf(tmp_path):
     records = [make_record(i, reasons=("clip", "workspace_barrier") if i % 2 else ()) for i in range(20)]
     records.append(make_record(20, reasons=("ünïcode",)))
-    write(tmp_path / "ticks.tlog", records)
-    back = read_ticklog(tmp_path / "ticks.tlog")
+    records[5].latency_s = float("nan")  # a held tick
+    records[6].proposed = np.array([np.nan, np.inf, -np.inf, 0.0])  # a policy fault, logged as it was
+    write(tmp_path / "ticks.mcap", records)
+    back = read_ticklog(tmp_path / "ticks.mcap")
     assert len(back) == len(records)
     assert all(same(a, b) for a, b in zip(records, back, strict=True))
     assert back[3].obs_flat.dtype == np.float32 and back[3].state.dtype == np.float64
-    assert (tmp_path / "ticks.tlog").read_bytes().startswith(MAGIC)
+    assert (tmp_path / "ticks.mcap").read_bytes().startswith(MAGIC)
 
 
-def test_truncating_the_last_record_at_every_byte_keeps_the_earlier_ones(tmp_path):
-    path = tmp_path / "ticks.tlog"
+def test_the_mcap_library_lists_the_channels_schemas_and_one_message_per_tick_and_channel(tmp_path):
+    path = tmp_path / "ticks.mcap"
+    with TickLogWriter(path, fsync_interval_s=None) as writer:
+        for i in range(12):
+            writer.append(make_record(i))
+        writer.add_transition(3, "hold", "homing", "held 3 fresh states", 0.12)
+    with open(path, "rb") as f:
+        summary = make_reader(f).get_summary()
+    topics = {c.topic: c for c in summary.channels.values()}
+    assert set(topics) == {*TICK_CHANNELS, TRANSITIONS}
+    counts = summary.statistics.channel_message_counts
+    assert {topics[t].id: counts[topics[t].id] for t in TICK_CHANNELS} == {topics[t].id: 12 for t in TICK_CHANNELS}
+    assert counts[topics[TRANSITIONS].id] == 1
+    assert {s.name for s in summary.schemas.values()} == {s.schema_name for s in TICK_SCHEMAS} | {
+        "robot_grpo.ticklog.Transition"
+    }
+    assert all(s.encoding == "protobuf" for s in summary.schemas.values())
+    with open(path, "rb") as f:  # and its message reader walks every message
+        assert sum(1 for _ in make_reader(f).iter_messages()) == 12 * len(TICK_CHANNELS) + 1
+
+
+def test_metadata_attachments_and_transitions_read_back(tmp_path):
+    path = tmp_path / "ticks.mcap"
+    spec = LogAttachment("robot_spec.yaml", "application/yaml", b"robot_id: sim\n")
+    with TickLogWriter(path, fsync_interval_s=None, metadata={"run": {"policy_id": "a" * 64}}, attachments=[spec]) as w:
+        w.append(make_record(0))
+        w.add_transition(1, "run", "safe_stop", "watchdog", t_s=0.5)
+    scan = scan_ticklog(path)
+    assert scan.metadata["run"] == {"policy_id": "a" * 64}
+    assert scan.metadata[FORMAT_METADATA]["format_version"] == "3"
+    assert scan.attachments == {"robot_spec.yaml": b"robot_id: sim\n"}
+    [transition] = scan.transitions
+    assert (transition.tick, transition.source, transition.target, transition.reason) == (
+        1,
+        "run",
+        "safe_stop",
+        "watchdog",
+    )
+    assert transition.t_s == pytest.approx(0.5, abs=1e-9)
+    with pytest.raises(ValueError, match="the log's own"):
+        TickLogWriter(tmp_path / "other.mcap", metadata={FORMAT_METADATA: {}})
+
+
+def test_truncating_the_last_tick_at_every_byte_keeps_the_earlier_ones(tmp_path):
+    """A process that dies mid-write (power cut) leaves a torn last chunk: never misread, the rest intact."""
+    path = tmp_path / "ticks.mcap"
     records = [make_record(i) for i in range(5)]
-    write(path, records)
-    data = path.read_bytes()
-    last_start = data.rindex(SYNC)  # the fixture's payloads hold no SYNC bytes (checked here)
-    assert data.count(SYNC) == len(records)
+    writer = TickLogWriter(path, fsync_interval_s=None)
+    for r in records:
+        writer.append(r)
+    data = path.read_bytes()  # before close: no summary, as after a crash
+    writer.close()
+    last_start = chunk_offsets(data)[-1]
     for cut in range(last_start, len(data)):
         path.write_bytes(data[:cut])
         scan = scan_ticklog(path)
@@ -87,136 +161,106 @@ def test_truncating_the_last_record_at_every_byte_keeps_the_earlier_ones(tmp_pat
         assert all(same(a, b) for a, b in zip(records[:4], scan.records, strict=True))
         assert scan.corrupt_records == 0, cut
         assert scan.torn_tails == (1 if cut > last_start else 0), cut
-        assert scan.damage_at == ([4] if cut > last_start else []), cut  # a torn tail is damage after the last
+        assert scan.damage_at == ([4] if cut > last_start else []), cut
     path.write_bytes(data)
     assert len(read_ticklog(path)) == 5
 
 
 def test_a_file_cut_inside_its_header_reads_as_empty(tmp_path):
-    path = tmp_path / "ticks.tlog"
+    path = tmp_path / "ticks.mcap"
     write(path, [make_record(0)])
     data = path.read_bytes()
-    for cut in (0, 3, len(MAGIC), 15):
+    first = chunk_offsets(data)[0]
+    for cut in (0, 3, len(MAGIC), 12, first):
         path.write_bytes(data[:cut])
         assert scan_ticklog(path).records == []
 
 
-@pytest.mark.parametrize("where", ["payload", "crc", "length", "sync"])
-def test_a_corrupted_middle_record_is_skipped_and_counted(tmp_path, where):
-    path = tmp_path / "ticks.tlog"
+@pytest.mark.parametrize("where", ["payload", "crc", "length", "opcode"])
+def test_a_corrupted_middle_chunk_is_skipped_and_counted(tmp_path, where):
+    path = tmp_path / "ticks.mcap"
     records = [make_record(i) for i in range(6)]
     write(path, records)
     data = bytearray(path.read_bytes())
-    starts = [i for i in range(len(data)) if data.startswith(SYNC, i)]
-    offset = {"sync": 1, "length": 5, "crc": 9, "payload": 40}[where]
-    data[starts[2] + offset] ^= 0xFF  # damage record 2
+    starts = chunk_offsets(bytes(data))
+    # chunk layout: opcode | u64 length | u64 start | u64 end | u64 size | u32 crc | ...
+    offset = {"opcode": 0, "length": 5, "crc": 33, "payload": 120}[where]
+    data[starts[2] + offset] ^= 0xFF  # damage tick 2
     path.write_bytes(bytes(data))
     scan = scan_ticklog(path)
     assert [r.tick for r in scan.records] == [0, 1, 3, 4, 5]
     assert scan.corrupt_records == 1
     assert scan.torn_tails == 0
     assert scan.skipped_bytes == starts[3] - starts[2]
-    assert scan.damage_at == [2]  # the first record read after the skipped stretch (tick 3) is scan.records[2]
+    assert scan.damage_at == [2]  # the first tick read after the skipped stretch (tick 3) is scan.records[2]
 
 
-def test_garbage_between_records_is_skipped(tmp_path):
-    path = tmp_path / "ticks.tlog"
+def test_garbage_between_chunks_is_skipped(tmp_path):
+    path = tmp_path / "ticks.mcap"
     write(path, [make_record(0), make_record(1)])
     data = path.read_bytes()
-    second = data.rindex(SYNC)
-    path.write_bytes(data[:second] + b"\x00garbage" + SYNC[:2] + data[second:])
+    second = chunk_offsets(data)[1]
+    path.write_bytes(data[:second] + b"\x06garbage\x00" + data[second:])
     scan = scan_ticklog(path)
     assert [r.tick for r in scan.records] == [0, 1]
     assert scan.corrupt_records == 1
 
 
 def test_not_a_tick_log_and_a_future_version_are_refused(tmp_path):
-    other = tmp_path / "other.tlog"
+    other = tmp_path / "other.mcap"
     other.write_bytes(b"hello world, not a log at all")
     with pytest.raises(ValueError, match="not a tick log"):
         read_ticklog(other)
-    path = tmp_path / "ticks.tlog"
-    write(path, [make_record(0)])
-    data = bytearray(path.read_bytes())
-    data[len(MAGIC)] = 9  # version 9, header CRC now wrong
-    path.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match="header is corrupt"):
-        read_ticklog(path)
     with pytest.raises(FileNotFoundError, match="no tick log"):
-        read_ticklog(tmp_path / "missing.tlog")
-
-
-def file_header(version: int) -> bytes:
-    """A tick log file header of ``version`` with a valid CRC (what an older or newer build writes)."""
-    head = struct.pack("<8sHH", MAGIC, version, 0)
-    return head + struct.pack("<I", zlib.crc32(head))
-
-
-def test_a_future_version_with_a_valid_header_is_refused_naming_the_versions_read(tmp_path):
-    path = tmp_path / "ticks.tlog"
-    path.write_bytes(file_header(3) + frame_record(make_record(0).encode()))
-    with pytest.raises(ValueError, match=r"format version 3; this build reads \(1, 2\)"):
+        read_ticklog(tmp_path / "missing.mcap")
+    with pytest.raises(ValueError, match=r"\*\.mcap"):
+        TickLogWriter(tmp_path / "ticks.tlog")
+    path = tmp_path / "future.mcap"
+    write(path, [make_record(0)])
+    data = path.read_bytes()
+    needle = b"format_version\x01\x00\x00\x003"  # the metadata value "3", length-prefixed
+    assert data.count(needle) == 1
+    path.write_bytes(data.replace(needle, needle[:-1] + b"9"))
+    with pytest.raises(ValueError, match=r"format version 9; this build reads \(3,\)"):
         read_ticklog(path)
-
-
-def test_a_version_1_log_reads_with_no_policy_id(tmp_path):
-    """A version 1 record is a version 2 one without the trailing policy id (written by the previous build)."""
-    records = [make_record(i) for i in range(4)]
-    v1_payloads = []
-    for r in records:
-        payload = r.encode()
-        v1_payloads.append(payload[: len(payload) - 1 - len(r.policy_id)])
-    path = tmp_path / "old.tlog"
-    path.write_bytes(file_header(1) + b"".join(frame_record(p) for p in v1_payloads))
-    scan = scan_ticklog(path)
-    assert scan.corrupt_records == 0 and len(scan.records) == 4
-    assert [r.policy_id for r in scan.records] == ["", "", "", ""]
-    assert [r.tick for r in scan.records] == [0, 1, 2, 3]
-    # the same bytes read as version 2 are short by the id's length byte: refused, not misread
-    with pytest.raises(ValueError, match="malformed"):
-        TickRecord.decode(v1_payloads[0], version=2)
 
 
 @pytest.mark.parametrize("bad", ["ü" * 3, "a\nb", "x" * (MAX_POLICY_ID_BYTES + 1)])
-def test_a_policy_id_the_format_cannot_hold_is_refused_on_write(tmp_path, bad):
+def test_a_policy_id_the_log_cannot_hold_is_refused_on_append(tmp_path, bad):
     record = make_record(0)
     record.policy_id = bad
-    with pytest.raises(ValueError, match="printable ASCII"):
-        record.encode()
-
-
-def test_a_crc_valid_record_whose_policy_id_is_not_printable_is_skipped(tmp_path):
-    good = make_record(0)
-    payload = bytearray(good.encode())
-    payload[-1] = 0x07  # the id's last character: BEL (the length is unchanged, the CRC is recomputed)
-    path = tmp_path / "ticks.tlog"
-    path.write_bytes(file_header(2) + frame_record(bytes(payload)) + frame_record(make_record(1).encode()))
-    scan = scan_ticklog(path)
-    assert [r.tick for r in scan.records] == [1]
-    assert scan.corrupt_records == 1
+    with TickLogWriter(tmp_path / "ticks.mcap", fsync_interval_s=None) as writer:
+        with pytest.raises(ValueError, match="printable ASCII"):
+            writer.append(record)
+        assert writer.records_written == 0
 
 
 def test_rotation_by_size_keeps_order_and_every_record(tmp_path):
-    path = tmp_path / "ticks.tlog"
+    path = tmp_path / "ticks.mcap"
     records = [make_record(i) for i in range(30)]
-    one = len(ticklog.frame_record(records[0].encode()))
-    writer = write(path, records, max_bytes=16 + 4 * one)  # header + 4 records per segment
-    assert len(writer.segments) == 8  # ceil(30 / 4)
-    assert all(p.stat().st_size <= 16 + 4 * one for p in writer.segments)
+    one = write(tmp_path / "one.mcap", records[:1])
+    header_and_one = one.segments[0].stat().st_size
+    writer = write(path, records, max_bytes=header_and_one + 3 * 700)  # a few ticks per segment
+    assert len(writer.segments) > 3
+    assert [p.name for p in writer.segments[:3]] == ["ticks.mcap", "ticks.1.mcap", "ticks.2.mcap"]
     assert ticklog_files(path) == writer.segments
     assert [r.tick for r in read_ticklog(path)] == list(range(30))
+    # every segment stands alone: the mcap library reads each with its own channels
+    for segment in writer.segments:
+        with open(segment, "rb") as f:
+            assert {c.topic for c in make_reader(f).get_summary().channels.values()} >= set(TICK_CHANNELS)
     # a second writer on the same log starts a new segment after the last one and never appends to old ones
     sizes = [p.stat().st_size for p in writer.segments]
-    write(path, [make_record(30)], max_bytes=16 + 4 * one)
+    write(path, [make_record(30)])
     assert [p.stat().st_size for p in writer.segments] == sizes
     assert [r.tick for r in read_ticklog(path)] == list(range(31))
-    # a folder reads every log in it
-    write(tmp_path / "another.tlog", [make_record(99)])
-    assert sorted(r.tick for r in read_ticklog(tmp_path)) == [*range(31), 99]
+    # a folder reads every log in it, each log's segments in order
+    write(tmp_path / "another.mcap", [make_record(99)])
+    assert sorted(r.tick for r in read_ticklog(tmp_path)) == sorted([0, *range(31), 99])
 
 
-def test_a_record_larger_than_max_bytes_still_gets_its_own_segment(tmp_path):
-    path = tmp_path / "ticks.tlog"
+def test_a_tick_larger_than_max_bytes_still_gets_its_own_segment(tmp_path):
+    path = tmp_path / "ticks.mcap"
     writer = write(path, [make_record(0), make_record(1)], max_bytes=20)
     assert len(writer.segments) == 2
     assert [r.tick for r in read_ticklog(path)] == [0, 1]
@@ -226,7 +270,7 @@ def test_fsync_inline_every_record(tmp_path, monkeypatch):
     calls = []
     real = os.fsync
     monkeypatch.setattr(ticklog.os, "fsync", lambda fd: (calls.append(fd), real(fd)))
-    with TickLogWriter(tmp_path / "t.tlog", fsync_interval_s=0) as writer:
+    with TickLogWriter(tmp_path / "t.mcap", fsync_interval_s=0) as writer:
         for i in range(5):
             writer.append(make_record(i))
         assert writer.fsync_count == 5
@@ -244,7 +288,7 @@ def test_fsync_runs_in_the_background_thread(tmp_path, monkeypatch):
         return real(fd)
 
     monkeypatch.setattr(ticklog.os, "fsync", spy)
-    writer = TickLogWriter(tmp_path / "t.tlog", fsync_interval_s=0.001)
+    writer = TickLogWriter(tmp_path / "t.mcap", fsync_interval_s=0.001)
     writer.append(make_record(0))
     assert done.wait(timeout=10.0)  # returns as soon as the thread has synced
     writer.close()
@@ -255,9 +299,9 @@ def test_fsync_runs_in_the_background_thread(tmp_path, monkeypatch):
 
 def test_bad_writer_arguments(tmp_path):
     with pytest.raises(ValueError, match="fsync_interval_s"):
-        TickLogWriter(tmp_path / "t.tlog", fsync_interval_s=-1)
+        TickLogWriter(tmp_path / "t.mcap", fsync_interval_s=-1)
     with pytest.raises(ValueError, match="max_bytes"):
-        TickLogWriter(tmp_path / "t.tlog", max_bytes=8)
+        TickLogWriter(tmp_path / "t.mcap", max_bytes=0)
 
 
 def test_split_episodes_by_id():

@@ -150,14 +150,14 @@ def _run(lie: Lie, tmp_path: Path):
     robot = SimRobot(mode="lockstep", delay=DELAY, seed=1, control_period_s=PERIOD_S)
     injector = Injector(robot, lie)
     config = LoopConfig(period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, hold_ticks=3, max_ticks=1200)
-    log = TickLogWriter(tmp_path / "ticks.tlog")
+    log = TickLogWriter(tmp_path / "ticks.mcap")
     try:
         run = run_loop(
             Push(TOWARD_MINUS_Y), seeded_goals(list(range(N_GOALS))), config, SPEC, robot, injector, ticklog=log
         )
     finally:
         log.close()
-    return run, injector, read_ticklog(tmp_path / "ticks.tlog")
+    return run, injector, read_ticklog(tmp_path / "ticks.mcap")
 
 
 @pytest.mark.parametrize("lie", LIES, ids=[lie.name for lie in LIES])
@@ -382,7 +382,7 @@ def test_a_robot_that_homes_by_itself_mid_episode_aborts_the_episode_and_is_re_h
             homed_at.append(controller.tick)
 
     config = LoopConfig(period_s=PERIOD_S, max_episode_steps=EPISODE_STEPS, hold_ticks=3, max_ticks=600)
-    log = TickLogWriter(tmp_path / "ticks.tlog")
+    log = TickLogWriter(tmp_path / "ticks.mcap")
     try:
         run = run_loop(Push(TOWARD_MINUS_Y), seeded_goals(list(range(4))), config, SPEC, robot, home_by_itself, log)
     finally:
@@ -396,7 +396,7 @@ def test_a_robot_that_homes_by_itself_mid_episode_aborts_the_episode_and_is_re_h
     assert [e.steps for e in report.episodes if not e.aborted] == [EPISODE_STEPS] * 3
     hold = next(t for t in report.transitions if "homed by itself" in t.reason)
     assert hold.target is LoopState.HOLD and 0 < hold.tick - homed_at[0] <= DELAY + 2
-    assert any("unrequested_home" in r.reasons for r in read_ticklog(tmp_path / "ticks.tlog"))
+    assert any("unrequested_home" in r.reasons for r in read_ticklog(tmp_path / "ticks.mcap"))
 
 
 def _freeze_position(robot: SimRobot) -> None:
