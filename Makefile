@@ -23,7 +23,7 @@ install: $(BIN)/python
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python -m pytest -q
 
 test-fast: install
@@ -37,7 +37,7 @@ format:
 
 # The documentation site (mkdocs.yml): build/site/, every warning an error. `$(BIN)/mkdocs serve` while editing.
 docs: install
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # QUICK=1 starts from the shipped default model instead of training.
 demo: install
