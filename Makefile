@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 # 2.13.0 resolves to the CPU wheel on this machine. mujoco 3.3.7 is the tested version (see pyproject).
 PINS := torch==2.13.0 mujoco==3.3.7
 
-.PHONY: install test test-fast lint format demo model bench bench-push
+.PHONY: install test test-fast lint format docs demo model bench bench-push
 
 $(BIN)/python:
 	@test -n "$(PY)" || { echo "make: no Python >= 3.11 found on the PATH; install one or run make PY=/path/to/python3.11"; exit 2; }
@@ -23,6 +23,7 @@ install: $(BIN)/python
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python -m pytest -q
 
 test-fast: install
@@ -33,6 +34,10 @@ lint: install
 
 format:
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+# The documentation site (mkdocs.yml): build/site/, every warning an error. `$(BIN)/mkdocs serve` while editing.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # QUICK=1 starts from the shipped default model instead of training.
 demo: install

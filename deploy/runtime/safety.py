@@ -198,9 +198,9 @@ class SafetyLimits:
 class FilterResult(NamedTuple):
     """The filter's answer for one tick.
 
-    :param action: the command to send (float64, the proposal's length); all zeros on a hold.
-    :param reasons: the interventions applied, in filter order (empty: the proposal passed unchanged).
-    :param stop: True when the loop must stop safely (send e-stop): the state is older than watchdog_stop_s.
+    :ivar action: the command to send (float64, the proposal's length); all zeros on a hold.
+    :ivar reasons: the interventions applied, in filter order (empty: the proposal passed unchanged).
+    :ivar stop: True when the loop must stop safely (send e-stop): the state is older than watchdog_stop_s.
     """
 
     action: np.ndarray
