@@ -91,8 +91,11 @@ def run_campaign(settings: CampaignSettings, seeds: list[int], workers: int) -> 
                 worker.give(todo.pop())
         while any(w.seed is not None for w in pool):
             busy = {w.conn: w for w in pool if w.seed is not None}
-            for conn in wait(list(busy), timeout=POLL_S):
+            first_due = min(w.started for w in busy.values()) + settings.run_timeout_s
+            for conn in wait(list(busy), timeout=min(POLL_S, max(0.0, first_due - time.monotonic()))):
                 worker = busy[conn]
+                if time.monotonic() - worker.started > settings.run_timeout_s:
+                    continue  # its answer came too late: judged a hang below
                 try:
                     _, result = conn.recv()
                 except EOFError:

@@ -14,7 +14,7 @@ from typing import Any
 
 from launch.campaign.invariants import INVARIANTS
 
-REASON_CHARS = 60  # a named reason is shortened to this many characters in the table, numbers replaced by '#'
+REASON_CHARS = 80  # a named reason is shortened to this many characters in the table, numbers replaced by '#'
 TOP_REASONS = 3
 
 
