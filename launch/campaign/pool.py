@@ -25,7 +25,7 @@ def _worker(conn: Connection, settings: dict[str, Any]) -> None:
     conn.send(("ready", None))
     try:
         while (seed := conn.recv()) is not None:
-            conn.send(("done", rig.run(seed)))
+            conn.send(("done", rig.run_confirmed(seed)))
     finally:
         rig.close()
 
@@ -77,6 +77,9 @@ def hang_outcome(seed: int, settings: CampaignSettings, detail: str) -> dict[str
         "end_reason": detail,
         "hang": True,
         "violations": [{"invariant": "hang", "detail": detail}],
+        "unconfirmed": [],
+        "rejected_states": {},
+        "overruns": 0,
         "wall_s": settings.run_timeout_s,
     }
 
