@@ -4,7 +4,8 @@ generator (the fault campaign's robot side).
 Durations and starts are in robot ticks (messages received, about one per control period). Parameters in time are
 drawn in control periods of the loop (``period_s``), so a campaign run faster than the robot's real period
 meets the same faults per tick. ``within_spec=True`` draws only faults, and parameters, that the robot spec allows
-(noise up to the spec's, reply latency below the watchdog's hold time, gain in the calibrated range).
+(noise up to the spec's, reply latency that with one period of waiting stays below the watchdog's hold time, gain
+in the calibrated range).
 """
 
 from __future__ import annotations
@@ -77,10 +78,10 @@ def _gain(c: DrawContext, within: bool) -> RobotFault:
 
 def _latency(c: DrawContext, within: bool) -> RobotFault:
     hold_periods = c.spec.watchdog_hold_s / c.period_s
-    if within:
-        return ReplyLatency(int(c.rng.integers(1, max(2, math.ceil(hold_periods)))))
+    if within:  # a state waits up to one more period for the tick that uses it
+        return ReplyLatency(int(c.rng.integers(1, max(2, math.ceil(hold_periods) - 1))))
     stop_periods = c.spec.watchdog_stop_s / c.period_s
-    return ReplyLatency(int(c.rng.integers(math.ceil(hold_periods), math.ceil(3 * stop_periods) + 1)))
+    return ReplyLatency(int(c.rng.integers(max(1, math.ceil(hold_periods) - 1), math.ceil(3 * stop_periods) + 1)))
 
 
 # kind -> draw(context, within_spec); the kinds that have a within-spec form are in WITHIN_SPEC_KINDS

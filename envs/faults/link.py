@@ -45,7 +45,8 @@ class ByteCorruption(RobotFault):
 class ReplyLatency(RobotFault):
     """Every frame the robot sends is held back ``periods`` control periods (``SimFaults.reply_delay_periods``).
 
-    Within the spec while the latency stays below the watchdog's hold time: the loop may hold, never stop.
+    Within the spec while a state's age when the loop uses it (the latency plus up to one loop period of waiting
+    for the next tick) stays below the watchdog's hold time: the loop need not even hold.
     """
 
     kind = "reply_latency"
@@ -54,7 +55,7 @@ class ReplyLatency(RobotFault):
         self.periods = int(periods)
 
     def within_spec(self, spec: RobotSpec, period_s: float) -> bool:
-        return self.periods * period_s < spec.watchdog_hold_s
+        return (self.periods + 1) * period_s < spec.watchdog_hold_s
 
     def begin(self, robot: SimRobot) -> None:
         robot.faults.reply_delay_periods = self.periods

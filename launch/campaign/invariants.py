@@ -108,7 +108,8 @@ def check_run(
     stops = report.counts.get("safe_stops", 0)
     aborted = sum(e.aborted for e in report.episodes)
     if ev.within_spec and (stops or aborted):
-        reasons = "; ".join(sorted({t.reason[:80] for t in report.transitions if t.target is LoopState.SAFE_STOP}))
+        ended = [t for t in report.transitions if t.source in ABORT_SOURCES and t.target in ABORT_TARGETS]
+        reasons = "; ".join(sorted({t.reason[:80] for t in ended}))
         out.append(("stop_within_spec", f"{stops} safe stops, {aborted} aborted episodes: {reasons}"))
     if report.counts.get(ESTOP_NOT_ACKNOWLEDGED) and "estop_ignored" not in ev.fault_kinds:
         out.append(("false_estop_claim", f"ended with {ESTOP_NOT_ACKNOWLEDGED}; the robot never ignored an e-stop"))

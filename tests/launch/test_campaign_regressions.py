@@ -62,15 +62,6 @@ CASES = [
         marks=_xfail("the tick waits on a 117 ms policy call: fixed by inference off the control thread"),
         id="102-policy_stall-bang_bang-late_stop",
     ),
-    pytest.param(
-        558,
-        marks=_xfail(
-            "a 20 ms reply latency (below the 25 ms watchdog hold) cost a safe stop on implausible_unexplained_motion "
-            "(1 to 3 of 3 replays, timing-dependent): not named in issue 31's fixes; the checker's motion window "
-            "with skipped states"
-        ),
-        id="558-reply_latency_2_within_spec-bang_bang-safe_stop",
-    ),
     pytest.param(9577, id="9577-sensor_freeze-shipped"),  # the issue's shipped-policy case; held before the fixes
 ]
 
