@@ -19,12 +19,8 @@ Fault injection for tests (``SimFaults``, switchable while running): cut link, b
 back N control periods, NaN state, frozen sensor (repeated sequence number); CRC-valid lies: a state vector
 rewritten by a function for N frames (a shifted or absurd position), stamps shifted for N frames, a sequence jump,
 malformed lengths; plus ``trigger_estop()`` and ``restart()`` (the controller reboots: its clock and sequence
-counter start over and the arm is back at home). The fault models of ``envs.faults`` (sensor, actuator, link, clock
-and controller faults) act through the same switches and the hooks of ``SimFaults``; ``faults.schedule`` begins and
-ends them per message received.
-
-Many runs on one robot (a fault campaign): ``halt()`` stops serving and keeps the port, ``rewind(seed)`` makes the
-robot as new (clock, numbering, arm, faults, records), ``start()`` serves again; the MuJoCo model is loaded once.
+counter start over and the arm is back at home). The fault models of ``envs.faults`` act through the same switches
+and the hooks of ``SimFaults``. Many runs on one robot (a fault campaign): ``halt()``, ``rewind(seed)``, ``start()``.
 
     robot = SimRobot(mode="lockstep", delay=2).start()
     link = Link(robot.port_name)     # /dev/pts/N
@@ -70,6 +66,7 @@ ROBOT_MODES = ("realtime", "lockstep")
 NO_TRUNCATION_STEPS = 2**62  # the robot never ends an episode by itself; the runtime sends HomeMsg
 IDLE_POLL_S = 0.005  # longest wait for input in lock-step mode, so stop() and fault switches act promptly
 TRACE_LEN = 100_000  # true gripper positions kept for tests (metres)
+COUNTS = ("commands", "holds", "bad_commands", "homes", "estops", "overruns")  # counters every robot starts with
 
 
 class SimRobot:
@@ -146,7 +143,7 @@ class SimRobot:
         self.sent_states: deque[StateMsg] = deque(maxlen=TRACE_LEN)  # every state frame sent (tests check them)
         # (time.monotonic(), message, heard): every message that came over the port; heard=False if a fault lost it
         self.received: deque[tuple[float, Message, bool]] = deque(maxlen=TRACE_LEN)
-        self.counts = {"commands": 0, "holds": 0, "bad_commands": 0, "homes": 0, "estops": 0, "overruns": 0}
+        self.counts = dict.fromkeys(COUNTS, 0)
         self._obs, _ = self.env.reset(seed=seed)
 
     # Lifecycle -------------------------------------------------------------------------------------------
@@ -204,7 +201,7 @@ class SimRobot:
         self.steps = 0
         for record in (self.trace, self.sent_states, self.received):
             record.clear()
-        self.counts = {"commands": 0, "holds": 0, "bad_commands": 0, "homes": 0, "estops": 0, "overruns": 0}
+        self.counts = dict.fromkeys(COUNTS, 0)
         self._obs, _ = self.env.reset(seed=seed)
 
     def __enter__(self) -> SimRobot:
