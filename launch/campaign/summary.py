@@ -98,6 +98,8 @@ def summarize(
         "hangs": sum(bool(o["hang"]) for o in outcomes),
         "failed_runs": sum(bool(o["violations"]) for o in outcomes),
         "unconfirmed_runs": sum(bool(o.get("unconfirmed")) for o in outcomes),
+        "within_spec_runs": sum(bool(o["within_spec"]) for o in outcomes),
+        "within_spec_judged": sum(bool(o["within_spec"]) and not o["overruns"] for o in outcomes),
         "runs_by_invariant": {k: invariant_runs.get(k, 0) for k in INVARIANTS},
         "faults": fault_table(outcomes),
         "distinct_failures": distinct_failures(outcomes, overrides),
@@ -113,7 +115,9 @@ def markdown(summary: dict[str, Any]) -> str:
         f"{summary['physics_steps']} physics steps; {summary['steps_outside']} steps outside the box; "
         f"{summary['hangs']} hangs; {summary['failed_runs']} runs broke an invariant; "
         f"{summary['unconfirmed_runs']} more broke a timing-sensitive one once but not on 2 replays "
-        "(unconfirmed: a loaded machine starving the loop).",
+        "(unconfirmed: a loaded machine starving the loop). "
+        f"{summary['within_spec_runs']} runs had only faults the spec allows; "
+        f"{summary['within_spec_judged']} of them kept the loop's period and were judged for stop_within_spec.",
         "",
         "Settings: " + ", ".join(f"{k}={v}" for k, v in summary["settings"].items()),
         "",

@@ -91,6 +91,8 @@ def test_check_run_passes_a_clean_run_and_names_each_broken_invariant():
     stopped = RunReport([aborted], {}, {}, {"safe_stops": 1}, {}, {}, [stop, *_evidence().report.transitions], 40)
     assert _check(_evidence(report=stopped)) == []
     assert _names(_check(_evidence(report=stopped, within_spec=True))) == ["stop_within_spec"]
+    starved = RunReport([aborted], {"overruns": 3.0}, {}, {"safe_stops": 1}, {}, {}, stopped.transitions, 40)
+    assert _check(_evidence(report=starved, within_spec=True)) == []  # the host, not the fault, broke the period
     unnamed = RunReport([aborted, aborted], {}, {}, {}, {}, {}, [stop, *_evidence().report.transitions], 40)
     assert _names(_check(_evidence(report=unnamed))) == ["unnamed_abort"]
 
