@@ -99,6 +99,7 @@ def test_check_run_passes_a_clean_run_and_names_each_broken_invariant():
     claim = RunReport([], {}, {}, {"estop_not_acknowledged": 1}, {}, {}, _evidence().report.transitions, 40)
     assert _names(_check(_evidence(report=claim))) == ["false_estop_claim"]
     assert _check(_evidence(report=claim, fault_kinds=["estop_ignored"])) == []
+    assert _check(_evidence(report=claim, fault_kinds=["frozen_sender"])) == []  # its old frames never acknowledge
 
 
 def test_a_policy_stall_needs_an_estop_within_the_policy_fault_time_plus_slack():
