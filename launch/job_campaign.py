@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from deploy.runtime.package import load_package
 from launch.campaign.pool import run_campaign
 from launch.campaign.settings import CampaignSettings
 from launch.campaign.summary import replay_command, summarize, write_summary
@@ -37,6 +38,7 @@ def settings_from_config(config: dict[str, Any]) -> tuple[CampaignSettings, list
 
 def main(config: dict[str, Any]) -> int:
     settings, overrides = settings_from_config(config)
+    load_package(settings.package)  # a missing or tampered package: one line here, not a worker failing to start
     run_dir = Path(config["output"]) / config["name"]
     write_resolved(config, run_dir)
     seeds = list(range(config["seed"], config["seed"] + config["runs"]))

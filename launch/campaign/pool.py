@@ -39,10 +39,16 @@ class _Worker:
         child.close()
         self.seed: int | None = None
         self.started = 0.0
-        if not self.conn.poll(WORKER_START_TIMEOUT_S):
+        try:
+            if not self.conn.poll(WORKER_START_TIMEOUT_S):
+                raise EOFError
+            self.conn.recv()
+        except EOFError:
             self.kill()
-            raise RuntimeError(f"a campaign worker did not start within {WORKER_START_TIMEOUT_S} s")
-        self.conn.recv()
+            raise RuntimeError(
+                f"a campaign worker did not start within {WORKER_START_TIMEOUT_S} s (exit code "
+                f"{self.process.exitcode}); run launch.campaign.rig.CampaignRig in this process to see its error"
+            ) from None
 
     def give(self, seed: int) -> None:
         self.seed, self.started = seed, time.monotonic()
