@@ -46,7 +46,8 @@ def main() -> None:
         if time.perf_counter() - last > PROGRESS_EVERY_S:
             last = time.perf_counter()
             logging.info("%d/%d runs, %.2f runs/s", len(outcomes), len(seeds), len(outcomes) / (last - t0))
-    summary = summarize(outcomes, settings.as_dict(), overrides, time.perf_counter() - t0)
+    shown = {**settings.as_dict(), "package": "models/default"}  # not this machine's path
+    summary = summarize(outcomes, shown, overrides, time.perf_counter() - t0)
     summary["machine"] = {"python": platform.python_version(), "cpu": platform.processor(), "workers": args.workers}
     write_summary(summary, outcomes, RESULTS / f"{args.name}.json", RESULTS / f"{args.name}.md", failed_only=True)
     print(
