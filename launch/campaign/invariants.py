@@ -13,6 +13,11 @@
   loop that misses periods steps the robot slower than its rate, and the loop rightly ends the run for it);
 - ``false_estop_claim``: the run ended saying the robot did not acknowledge its e-stop, though no fault kept it from
   acknowledging (it ignored e-stops, or its sender froze on an old frame);
+- ``unconfirmed_motion_not_stopped``: while the position sensor was frozen or the motors stalled, the loop sent
+  commands whose net motion over ``MOTION_WINDOW_S`` (robot seconds, since the last HOME) reaches
+  ``UNCONFIRMED_MOTION_M`` at the spec's nominal gain, and no e-stop reached the robot within ``DETECT_S`` (robot
+  seconds) of that: motion that stays unconfirmed must end in a safe stop (issue 31: a stalled motor detected
+  within 1 s);
 - ``late_policy_stop``: a policy call stalled past ``policy_fault_stop_s`` and the robot heard no e-stop within
   ``policy_fault_stop_s`` plus the slack of the call's start (the tick must not wait on a late policy).
 """
@@ -27,7 +32,7 @@ import numpy as np
 from deploy.robot_spec import RobotSpec
 from deploy.runtime.run_report import RunReport
 from deploy.runtime.state_machine import LoopState
-from deploy.wire import CommandMsg, EStopMsg, Message
+from deploy.wire import CommandMsg, EStopMsg, HomeMsg, Message
 
 INVARIANTS = (
     "outside_box",
@@ -39,6 +44,7 @@ INVARIANTS = (
     "ticklog_incomplete",
     "stop_within_spec",
     "false_estop_claim",
+    "unconfirmed_motion_not_stopped",
     "late_policy_stop",
 )
 TICK_LIMIT_REASON = "tick limit reached"  # Controller.run's DONE reason when max_ticks ended it
@@ -47,6 +53,10 @@ NO_ACK_KINDS = ("estop_ignored", "frozen_sender")  # faults after which the robo
 ABORT_SOURCES = (LoopState.HOMING, LoopState.RUN)
 ABORT_TARGETS = (LoopState.SAFE_STOP, LoopState.HOLD, LoopState.DONE)
 ACTION_TOLERANCE = 1e-6  # command units (float64 on the wire)
+NO_MOTION_KINDS = ("sensor_freeze", "motor_stall")  # faults under which no commanded motion can be confirmed
+UNCONFIRMED_MOTION_M = 0.05  # net commanded motion (metres, nominal gain) that must not go unconfirmed...
+MOTION_WINDOW_S = 1.0  # ... within this many robot seconds ...
+DETECT_S = 1.0  # ... without an e-stop within this many robot seconds after it reached that
 STALL_SLACK_PERIODS = 2.0  # a stop may come this many loop periods after policy_fault_stop_s...
 STALL_SLACK_MIN_S = 0.05  # ... or this many seconds, whichever is longer (a loaded machine's scheduling)
 
@@ -64,6 +74,9 @@ class RunEvidence:
     :param stalls: (start, seconds) of each policy stall.
     :param fault_kinds: the kinds of the run's faults.
     :param within_spec: every fault is one the spec allows.
+    :param fault_windows: (kind, start, duration) of each robot fault, in robot ticks (``received``'s indices: the
+        robot counts one tick per message it decodes).
+    :param ticks_per_robot_s: robot ticks per second of robot time (control periods per second).
     """
 
     report: RunReport
@@ -76,6 +89,8 @@ class RunEvidence:
     stalls: list[tuple[float, float]] = field(default_factory=list)
     fault_kinds: list[str] = field(default_factory=list)
     within_spec: bool = False
+    fault_windows: list[tuple[str, int, int]] = field(default_factory=list)
+    ticks_per_robot_s: float = 25.0
 
 
 def steps_outside(trace: np.ndarray, spec: RobotSpec, tolerance_m: float) -> tuple[int, float]:
@@ -118,8 +133,40 @@ def check_run(
         out.append(
             ("false_estop_claim", f"ended with {ESTOP_NOT_ACKNOWLEDGED}; no fault kept the robot from acknowledging")
         )
+    out += _check_unconfirmed_motion(ev, spec)
     out += _check_stalls(ev, period_s, policy_fault_stop_s)
     return out
+
+
+def _check_unconfirmed_motion(ev: RunEvidence, spec: RobotSpec) -> list[tuple[str, str]]:
+    window = max(1, round(MOTION_WINDOW_S * ev.ticks_per_robot_s))
+    detect = round(DETECT_S * ev.ticks_per_robot_s)
+    m_per_unit = spec.command_scale_m * np.asarray(spec.actuator_gain)
+    moves = np.zeros((len(ev.received), 3))
+    for i, (_, msg, heard) in enumerate(ev.received):
+        if heard and isinstance(msg, CommandMsg):
+            moves[i] = np.asarray(msg.action[:3], dtype=np.float64) * m_per_unit
+    travelled = np.vstack([np.zeros(3), np.cumsum(moves, axis=0)])  # travelled[i]: before tick i
+    estops = [i for i, (_, msg, _) in enumerate(ev.received) if isinstance(msg, EStopMsg)]
+    homes = [i for i, (_, msg, _) in enumerate(ev.received) if isinstance(msg, HomeMsg)]  # the arm starts over
+    for kind, start, duration in ev.fault_windows:
+        if kind not in NO_MOTION_KINDS:
+            continue
+        end = min(start + duration, len(ev.received))
+        for k in range(start + 1, end + 1):  # the net motion of ticks j..k-1, within the window
+            j = max(start, k - window, *(h + 1 for h in homes if h < k))
+            if np.linalg.norm(travelled[k] - travelled[j]) < UNCONFIRMED_MOTION_M:
+                continue
+            if not any(start <= i <= k + detect for i in estops):
+                return [
+                    (
+                        "unconfirmed_motion_not_stopped",
+                        f"{kind} from robot tick {start}: {UNCONFIRMED_MOTION_M * 100:.0f} cm commanded by tick {k}, "
+                        f"no e-stop by tick {k + detect}",
+                    )
+                ]
+            break
+    return []
 
 
 def _check_end(report: RunReport, ev: RunEvidence) -> list[tuple[str, str]]:

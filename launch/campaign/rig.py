@@ -139,6 +139,8 @@ class CampaignRig:
             stalls=policy.stalls,
             fault_kinds=sample.fault_kinds(),
             within_spec=sample.within_spec,
+            fault_windows=[(i.fault.kind, i.start, i.duration) for i in sample.robot_faults],
+            ticks_per_robot_s=1.0 / self.spec.control_period_s,
         )
         for path in Path(self._logdir.name).glob(f"{log_path.name}*"):
             path.unlink()

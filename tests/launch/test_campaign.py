@@ -13,7 +13,7 @@ import pytest
 
 from deploy.runtime.run_report import EpisodeResult, RunReport
 from deploy.runtime.state_machine import LoopState, Transition
-from deploy.wire import CommandMsg, EStopMsg, HeartbeatMsg
+from deploy.wire import CommandMsg, EStopMsg, HeartbeatMsg, HomeMsg
 from launch.campaign.invariants import RunEvidence, check_run, steps_outside
 from launch.campaign.policy_faults import FaultyPolicy, PolicyFault, PolicyFaultError
 from launch.campaign.pool import run_campaign
@@ -111,6 +111,23 @@ def test_a_policy_stall_needs_an_estop_within_the_policy_fault_time_plus_slack()
     assert _names(_check(_evidence(stalls=stall, received=late))) == ["late_policy_stop"]
     assert _names(_check(_evidence(stalls=stall, received=[]))) == ["late_policy_stop"]
     assert _check(_evidence(stalls=[(t0, 0.05)], received=[])) == []  # short enough to need no stop
+
+
+def test_motion_unconfirmed_under_a_frozen_sensor_or_stalled_motors_must_end_in_an_estop():
+    push = CommandMsg(1, 0.0, np.array([1.0, 0.0, 0.0, 0.0]))  # 1 unit = 0.05 m x 0.654 = 3.3 cm at nominal gain
+    hold = CommandMsg(1, 0.0, np.zeros(4))
+    pushes = [(0.0, push, True)] * 10  # robot ticks 0..9: 33 cm commanded
+    stop = [(0.0, EStopMsg(2, 0.0, 1), True)]
+    stall = [("motor_stall", 0, 40)]
+    assert _names(_check(_evidence(received=pushes, fault_windows=stall))) == ["unconfirmed_motion_not_stopped"]
+    assert _check(_evidence(received=pushes + stop, fault_windows=stall)) == []  # stopped at tick 10
+    late = pushes + [(0.0, hold, True)] * 30 + stop  # the e-stop 30 ticks after 5 cm: past 1 s (25 ticks)
+    assert _names(_check(_evidence(received=late, fault_windows=stall))) == ["unconfirmed_motion_not_stopped"]
+    assert _check(_evidence(received=[(0.0, hold, True)] * 40, fault_windows=stall)) == []  # nothing to confirm
+    assert _check(_evidence(received=pushes, fault_windows=[("sensor_noise", 0, 40)])) == []
+    assert _check(_evidence(received=pushes, fault_windows=[("sensor_freeze", 20, 10)])) == []  # after the pushes
+    homed = [(0.0, push, True), (0.0, HomeMsg(3, 0.0, 0), True)]  # 3.3 cm, then the arm starts over
+    assert _check(_evidence(received=homed * 10, fault_windows=stall)) == []
 
 
 def test_faulty_policy_applies_each_fault_in_its_window_of_calls():

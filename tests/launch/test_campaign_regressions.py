@@ -62,6 +62,20 @@ CASES = [
         marks=_xfail("the tick waits on a 117 ms policy call: fixed by inference off the control thread"),
         id="102-policy_stall-bang_bang-late_stop",
     ),
+    pytest.param(
+        295,
+        marks=_xfail(
+            "stalled motors, 0.6 units at +x for 44 ticks, never stopped: fixed by the bound's unconfirmed motion"
+        ),
+        id="295-motor_stall-push-not_stopped",
+    ),
+    pytest.param(
+        1341,
+        marks=_xfail(
+            "stalled motors under bang-bang for 55 ticks, never stopped: fixed by the bound's unconfirmed motion"
+        ),
+        id="1341-motor_stall-bang_bang-not_stopped",
+    ),
     pytest.param(9577, id="9577-sensor_freeze-shipped"),  # the shipped-policy case; held before the fixes
 ]
 
