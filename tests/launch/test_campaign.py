@@ -200,8 +200,9 @@ def test_a_run_past_its_timeout_is_a_hang_and_the_campaign_goes_on():
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=False,
-    reason="today's controller fails it (frozen sensor out of the box, estop_not_acknowledged after latency, late "
-    "stop on a policy stall): fixed by the coordinator's position bound, e-stop-ack timing and off-thread inference",
+    reason="today's controller fails it (frozen or scaled sensor out of the box, stalled motors never stopped, "
+    "estop_not_acknowledged after latency, late stop on a policy stall): fixed by the coordinator's position bound, "
+    "e-stop-ack timing and off-thread inference",
 )
 def test_ci_campaign_breaks_no_invariant():
     """A few hundred samples from a fixed seed on two workers: no run may break an invariant."""
