@@ -1,13 +1,22 @@
 """The simulated robot's fault switches (``envs.sim_robot.SimRobot.faults``): what a test makes the link and the
 robot's sensors do wrong while the physics stays true (``SimRobot.trace`` is the truth).
+
+Two layers: the switches below (set by hand in a test, or by a fault model), and the fault models of
+``envs.faults`` active now (``models``), whose hooks the robot calls through the methods of ``SimFaults``; a
+``schedule`` begins and ends the models at their robot ticks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from envs.faults.base import RobotFault
+    from envs.faults.schedule import FaultSchedule
 
 
 @dataclass
@@ -31,6 +40,8 @@ class SimFaults:
         late: the HOMED state reaches the runtime in one read with newer ones).
     :param lose_homed_states: the next N HOMED states are lost on the way (numbered, never delivered): the runtime
         sees the arm at the home pose in states without the flag.
+    :param models: the fault models active now (``envs.faults``; a ``schedule`` adds and removes them).
+    :param schedule: begins and ends fault models at their robot ticks (``SimRobot`` advances it per message).
     """
 
     link_cut: bool = False
@@ -47,6 +58,8 @@ class SimFaults:
     drop_estops: int = 0
     states_after_home: int = 0
     lose_homed_states: int = 0
+    models: list[RobotFault] = field(default_factory=list)
+    schedule: FaultSchedule | None = None
 
     def clear(self) -> None:
         self.link_cut = self.nan_state = self.freeze_seq = False
@@ -57,3 +70,39 @@ class SimFaults:
         self.lose_homed_states = 0
         self.stamp_offset_s = 0.0
         self.pending_length = None
+        self.models = []
+        self.schedule = None
+
+    # Hooks of the active fault models (called by SimRobot on its serving thread) ---------------------------------
+    def reported_state(self, state: np.ndarray) -> np.ndarray:
+        for model in self.models:
+            state = model.reported_state(state)
+        return state
+
+    def extra_flags(self) -> int:
+        flags = 0
+        for model in self.models:
+            flags |= model.extra_flags()
+        return flags
+
+    def stamp(self, t_s: float) -> float:
+        for model in self.models:
+            t_s = model.stamp(t_s)
+        return t_s
+
+    def actuation(self, action: np.ndarray) -> np.ndarray:
+        for model in self.models:
+            action = model.actuation(action)
+        return action
+
+    def accepts(self, msg: Any) -> bool:
+        return all([model.accepts(msg) for model in self.models])  # every model draws its own chance
+
+    def outgoing(self, frame: bytes) -> list[bytes]:
+        frames = [frame]
+        for model in self.models:
+            frames = [out for f in frames for out in model.outgoing(f)]
+        return frames
+
+    def fakes_home(self) -> bool:
+        return any(model.fakes_home() for model in self.models)

@@ -19,7 +19,8 @@ Fault injection for tests (``SimFaults``, switchable while running): cut link, b
 back N control periods, NaN state, frozen sensor (repeated sequence number); CRC-valid lies: a state vector
 rewritten by a function for N frames (a shifted or absurd position), stamps shifted for N frames, a sequence jump,
 malformed lengths; plus ``trigger_estop()`` and ``restart()`` (the controller reboots: its clock and sequence
-counter start over and the arm is back at home).
+counter start over and the arm is back at home). The fault models of ``envs.faults`` act through the same switches
+and the hooks of ``SimFaults``. Many runs on one robot (a fault campaign): ``halt()``, ``rewind(seed)``, ``start()``.
 
     robot = SimRobot(mode="lockstep", delay=2).start()
     link = Link(robot.port_name)     # /dev/pts/N
@@ -30,6 +31,7 @@ counter start over and the arm is back at home).
 from __future__ import annotations
 
 import os
+import termios
 import threading
 import time
 import tty
@@ -64,6 +66,7 @@ ROBOT_MODES = ("realtime", "lockstep")
 NO_TRUNCATION_STEPS = 2**62  # the robot never ends an episode by itself; the runtime sends HomeMsg
 IDLE_POLL_S = 0.005  # longest wait for input in lock-step mode, so stop() and fault switches act promptly
 TRACE_LEN = 100_000  # true gripper positions kept for tests (metres)
+COUNTS = ("commands", "holds", "bad_commands", "homes", "estops", "overruns")  # counters every robot starts with
 
 
 class SimRobot:
@@ -138,7 +141,9 @@ class SimRobot:
         self.steps = 0
         self.trace: deque[np.ndarray] = deque(maxlen=TRACE_LEN)
         self.sent_states: deque[StateMsg] = deque(maxlen=TRACE_LEN)  # every state frame sent (tests check them)
-        self.counts = {"commands": 0, "holds": 0, "bad_commands": 0, "homes": 0, "estops": 0, "overruns": 0}
+        # (time.monotonic(), message, heard): every message that came over the port; heard=False if a fault lost it
+        self.received: deque[tuple[float, Message, bool]] = deque(maxlen=TRACE_LEN)
+        self.counts = dict.fromkeys(COUNTS, 0)
         self._obs, _ = self.env.reset(seed=seed)
 
     # Lifecycle -------------------------------------------------------------------------------------------
@@ -162,6 +167,42 @@ class SimRobot:
             os.close(self._slave_fd)
             self._slave_fd = None
         self.env.close()
+
+    def halt(self) -> None:
+        """Stop serving but keep the port open (``rewind`` then ``start`` serve again)."""
+        self._stop_event.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._thread = None
+        self._stop_event.clear()
+
+    def rewind(self, seed: int, faults: SimFaults | None = None) -> None:
+        """Make a halted robot as new for another run: bytes still in the pty are discarded both ways, the clock
+        and numbering start over, the arm is at home (episode ``seed``), no e-stop, the records and counters are
+        empty, and ``faults`` (a fresh ``SimFaults`` if None) replace the old ones."""
+        if self._thread is not None:
+            raise RuntimeError("rewind() needs a halted robot: call halt() first")
+        while self._transport.read(0.0):
+            pass
+        if self._slave_fd is not None:
+            termios.tcflush(self._slave_fd, termios.TCIOFLUSH)  # what the robot sent that no runtime read
+        self.faults = faults or SimFaults()
+        self._rng = np.random.default_rng(seed)
+        self._decoder = FrameDecoder()
+        self._outbox.clear()
+        self._seq = 0
+        self._clock_origin = time.monotonic()
+        self._last_state = self._latest_cmd = None
+        self._pending.extend([HOLD_SEQ] * self.contract.history_len)
+        self._estop = self._estop_request = None
+        self._release_request = self._restart_request = self._home_request = self._homed = False
+        self._last_home_seed = seed
+        self.link_error = None
+        self.steps = 0
+        for record in (self.trace, self.sent_states, self.received):
+            record.clear()
+        self.counts = dict.fromkeys(COUNTS, 0)
+        self._obs, _ = self.env.reset(seed=seed)
 
     def __enter__(self) -> SimRobot:
         return self.start()
@@ -254,9 +295,17 @@ class SimRobot:
 
     def _receive(self, wait_s: float) -> list[Message]:
         data = self._transport.read(wait_s)
-        if not data or self.faults.link_cut:
+        if not data:
             return []
-        return self._decoder.feed(self._corrupt(data))
+        heard = []
+        for msg in self._decoder.feed(self._corrupt(data)):
+            if self.faults.schedule is not None:  # one robot tick per message, heard or lost
+                self._outbox.extend((time.monotonic(), f) for f in self.faults.schedule.advance(self))
+            lost = self.faults.link_cut or not self.faults.accepts(msg)
+            self.received.append((time.monotonic(), msg, not lost))
+            if not lost:
+                heard.append(msg)
+        return heard
 
     def _handle(self, msg: Message) -> bool:
         """React to one message; True when it was a HomeMsg that reset the episode."""
@@ -299,7 +348,11 @@ class SimRobot:
         self._estop = None
         self.counts["homes"] += 1
         self._last_home_seed = msg.seed
-        self._go_home(msg.seed)
+        if self.faults.fakes_home():  # answers HOMED, the arm and its delay line stay where they are
+            self.counts["fake_homes"] = self.counts.get("fake_homes", 0) + 1
+            self._homed = True
+        else:
+            self._go_home(msg.seed)
         self._send_state()
         for _ in range(self.faults.states_after_home):
             self._send_state()
@@ -329,7 +382,7 @@ class SimRobot:
             action, seq = self.contract.hold(), HOLD_SEQ
             self.counts["holds"] += 1
         else:
-            action, seq = cmd.action, cmd.seq
+            action, seq = self.faults.actuation(cmd.action), cmd.seq
             self.counts["commands"] += 1
         self._obs, *_ = self.env.step(action)
         self._pending.append(seq)
@@ -346,7 +399,7 @@ class SimRobot:
 
     def _now(self) -> float:
         """The robot's clock (seconds since its last boot), with a stamp glitch applied while one is set."""
-        t = time.monotonic() - self._clock_origin
+        t = self.faults.stamp(time.monotonic() - self._clock_origin)
         if self.faults.stamp_frames > 0:
             self.faults.stamp_frames -= 1
             t += self.faults.stamp_offset_s
@@ -356,7 +409,7 @@ class SimRobot:
         if self.faults.freeze_seq and self._last_state is not None:
             self._emit(self._last_state)
             return
-        flags = StateFlags.NONE
+        flags = StateFlags(self.faults.extra_flags())
         if holding:
             flags |= StateFlags.HOLDING
         if self._estop is not None:
@@ -366,7 +419,7 @@ class SimRobot:
         if self._homed:
             flags |= StateFlags.HOMED
             self._homed = False
-        state = self._obs["observation"][: self.contract.state_dim].copy()
+        state = self.faults.reported_state(self._obs["observation"][: self.contract.state_dim].copy())
         if self.faults.nan_state:
             state[:] = np.nan
         if self.faults.state_glitch is not None and self.faults.glitch_frames > 0:
@@ -384,8 +437,8 @@ class SimRobot:
         self._emit(msg)
 
     def _emit(self, msg: Message) -> None:
-        delay_s = self.faults.reply_delay_periods * self.period_s
-        self._outbox.append((time.monotonic() + delay_s, encode(msg)))
+        due = time.monotonic() + self.faults.reply_delay_periods * self.period_s
+        self._outbox.extend((due, frame) for frame in self.faults.outgoing(encode(msg)))
         self._flush()
 
     def _flush(self) -> None:

@@ -105,6 +105,7 @@ DEFAULT_LAUNCH_FILES = {
     "finetune": "finetune.yaml",
     "demo": "demo.yaml",
     "population": "population.yaml",
+    "campaign": "campaign.yaml",
 }
 JOB_MODULES = {job: f"launch.job_{job}" for job in JOBS}
 # Subcommands that take paths, not a launch file
@@ -121,6 +122,7 @@ HELP = {
     "finetune": "fine-tune from the robot's tick logs with EWC; promote only through the gate",
     "demo": "the whole pipeline on the simulated robot (--quick starts from the shipped model)",
     "population": "population-based training (PBT) of GRPO learners on Ray Tune; the best ends as model.zip",
+    "campaign": "fault campaign: seeded fault schedules x policies x goals over the real wire, invariants checked",
 }
 
 
@@ -174,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--name", help="run name (runs/<name>/)")
         if job == "demo":
             p.add_argument("--quick", action="store_true", help="start from the shipped default model")
+        if job == "campaign":
+            p.add_argument("--runs", type=int, help="samples to run (runs)")
+            p.add_argument("--seed", type=int, help="the first sample's seed (seed)")
     p = sub.add_parser("report", help=TOOLS["report"], description=TOOLS["report"])
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show an error's traceback")
     p.add_argument("run", help="a run folder (runs/<name>/, holding ticks.mcap) or a tick log file")
@@ -218,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
                 overrides.append(f"name={args.name}")
             if getattr(args, "quick", False):
                 overrides.append("quick=true")
+            for key in ("runs", "seed"):
+                if getattr(args, key, None) is not None:
+                    overrides.append(f"{key}={getattr(args, key)}")
             config = resolve_config(args.command, args.config, overrides)
         return run_job(config)
     except expected_errors() as err:

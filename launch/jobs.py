@@ -23,7 +23,7 @@ from deploy.runtime.backends import BACKEND_NAMES
 from deploy.runtime.exploration import DEFAULT_STD_SCALE
 from launch.schema import Field, LaunchError, Section, validate
 
-JOBS = ("train", "eval", "export", "run", "calibrate", "finetune", "demo", "population")
+JOBS = ("train", "eval", "export", "run", "calibrate", "finetune", "demo", "population", "campaign")
 ENV_IDS = (
     "DelayedFetchReach-v0",
     "PointReach-v0",
@@ -275,6 +275,22 @@ SCHEMAS: dict[str, Section] = {
             "group_size": Field("int", 8, low=2, high=256, doc="attempts at one target that form a GRPO group"),
             "gate_episodes": Field("int", 100, low=10, doc="seeded episodes per task and policy in the gate"),
             "seed": Field("int", 0, low=0),
+            "output": Field("path", "runs"),
+        }
+    ),
+    "campaign": Section(
+        {
+            "runs": Field("int", 200, low=1, high=10_000_000, doc="samples to run: seeds seed .. seed + runs - 1"),
+            "seed": Field("int", 0, low=0, doc="the first sample's seed (a failure's seed replays it with runs: 1)"),
+            "workers": Field("int", 2, low=1, high=256, doc="worker processes (each holds a robot and the policies)"),
+            "period_s": Field("float", 0.01, low=1e-3, high=1.0, doc="loop period; time settings scale with it"),
+            "episodes": Field("int", 2, low=1, high=100, doc="goals per run"),
+            "episode_steps": Field("int", 15, low=1, high=10_000, doc="policy commands per episode"),
+            "max_faults": Field("int", 3, low=0, high=20, doc="robot faults per run, at most"),
+            "max_fault_ticks": Field("int", 60, low=1, high=100_000, doc="longest fault, robot ticks"),
+            "run_timeout_s": Field("float", 30.0, low=1.0, high=3600.0, doc="a run longer than this is a hang"),
+            "package": Field("path", DEFAULT_PACKAGE, doc="the shipped policy package (one of the policies)"),
+            "box_tolerance_m": Field("float", 0.001, low=0.0, high=1.0, doc="true gripper outside the box, metres"),
             "output": Field("path", "runs"),
         }
     ),
