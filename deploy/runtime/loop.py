@@ -219,7 +219,7 @@ class Controller:
         the loop's clock: other frames end a read early but not the wait, so a chatty robot is not flooded."""
         if self.robot_link.is_open:
             self._send(CommandMsg(self.robot_link.next_seq(), self._clock(), self.hold))
-            self.latch.engage(self.inbox.last_seq)
+            self.latch.engage(self.inbox.last_seq, self._clock(), self.intake.checker.offset_s)
             next_estop = self._clock()
             deadline = next_estop + self.config.stop_ack_timeout_s
             while not self.latch.acked and self.robot_link.ok and self._clock() < deadline:
@@ -325,7 +325,7 @@ class Controller:
         self.counts["safe_stops"] += 1
         self._stopped_episode = self.episodes.current if self.sm.state is LoopState.RUN else None
         self.send_command(self.hold)
-        self.latch.engage(self.inbox.last_seq, needs_ack=send_estop)
+        self.latch.engage(self.inbox.last_seq, self._clock(), self.intake.checker.offset_s, needs_ack=send_estop)
         if send_estop:
             self._send(EStopMsg(self.robot_link.next_seq(), self._clock(), EStopReason.WATCHDOG))
         if self.episodes.current is not None:

@@ -154,7 +154,7 @@ class ModeRules:
         if not verdict.accepted and self._recover_timed_out(f"its states were invalid (last: {verdict.kind})"):
             return None
         if not ctl.latch.acked:
-            answering_s = ctl.latch.answering_s(ctl.clock())
+            answering_s = ctl.latch.answering_s(ctl.clock(), msg.t_s)
             if answering_s > ctl.config.stop_ack_timeout_s:  # it hears us (it answers) but does not stop
                 ctl.counts[ESTOP_NOT_ACKNOWLEDGED] += 1
                 reason = (

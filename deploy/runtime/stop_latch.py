@@ -3,9 +3,10 @@
 numpy-free, robot side. After a safe stop the loop repeats the e-stop every period until the robot acknowledges it
 (a state flagged ESTOP_ACTIVE, numbered after the newest state seen when the stop went out: an older one replayed or
 delayed from an earlier stop says nothing of this one). A robot that keeps answering without acknowledging ends the
-run (``estop_not_acknowledged``); the time it has been answering is counted from the first state received after
-the stop, and anew after any silence longer than ``silence_s``: a robot cut off by a link outage has not heard the
-repeated e-stops, and the states it sent before hearing one (read after the outage) are no refusal.
+run (``estop_not_acknowledged``); the time it has been answering is counted from the first state it made after the
+stop went out (its stamp on the loop's clock, by the clock offset the checker had then), and anew after any silence
+longer than ``silence_s``: states made before the robot could hear the e-stop (still in a slow link, or read after a
+link outage that also swallowed the repeats) are no refusal.
 """
 
 from __future__ import annotations
@@ -31,12 +32,17 @@ class StopLatch:
         self._stop_seq: int | None = None  # the newest robot state seen when the e-stop in force went out
         self._answering_since: float | None = None  # first state after the stop (or after a silence), seconds
         self._last_state_t: float | None = None
+        self._stop_t = 0.0  # when the e-stop in force went out (seconds, the loop's clock)
+        self._offset_s = 0.0  # the loop's clock minus the robot's, as the checker had it then (seconds)
 
-    def engage(self, newest_seq: int | None, needs_ack: bool = True) -> None:
-        """An e-stop goes out (``needs_ack`` False: the robot stopped by itself, nothing to acknowledge)."""
+    def engage(self, newest_seq: int | None, now: float, offset_s: float, needs_ack: bool = True) -> None:
+        """An e-stop goes out at ``now`` (``needs_ack`` False: the robot stopped by itself, nothing to acknowledge);
+        ``offset_s``: the checker's clock offset (the loop's clock minus the robot's; not finite: unknown)."""
         self.acked = not needs_ack
         self._stop_seq = newest_seq
         self._answering_since = self._last_state_t = None
+        self._stop_t = now
+        self._offset_s = offset_s
 
     def forget_numbering(self) -> None:
         """The port was reopened: the robot's numbering may have begun again, so any state reporting the e-stop
@@ -54,11 +60,14 @@ class StopLatch:
         if not self.acked and self.answers(seq):
             self.acked = True
 
-    def answering_s(self, now: float) -> float:
-        """A state arrived at ``now`` (seconds) while the stop is unacknowledged: how long the robot has been
-        answering since it could have heard the e-stop."""
+    def answering_s(self, now: float, stamp_s: float) -> float:
+        """A state stamped ``stamp_s`` (the robot's clock) arrived at ``now`` (seconds) while the stop is
+        unacknowledged: how long the robot has been answering since it could have heard the e-stop."""
         last = self._last_state_t
+        self._last_state_t = now
+        made_before_stop = stamp_s + self._offset_s < self._stop_t  # False when the offset is unknown (inf)
+        if made_before_stop:
+            return 0.0
         if self._answering_since is None or (last is not None and now - last > self.silence_s):
             self._answering_since = now
-        self._last_state_t = now
         return now - self._answering_since

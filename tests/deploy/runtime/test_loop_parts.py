@@ -53,11 +53,12 @@ def test_inbox_answers_a_homed_state_first_and_the_newest_after_it_next():
 # StopLatch ----------------------------------------------------------------------------------------------------------
 def test_stop_latch_times_the_answers_from_the_first_state_after_a_silence():
     latch = StopLatch(Counter(), silence_s=0.1)
-    latch.engage(newest_seq=10)
+    latch.engage(newest_seq=10, now=1.0, offset_s=0.5)  # the robot's clock runs 0.5 s behind the loop's
     assert not latch.acked
-    assert latch.answering_s(5.0) == 0.0  # the first state after the stop: 5 s of outage are not counted
-    assert latch.answering_s(5.04) == pytest.approx(0.04)
-    assert latch.answering_s(6.0) == 0.0  # 0.96 s of silence: the robot may not have heard the repeats
+    assert latch.answering_s(5.0, stamp_s=0.45) == 0.0  # made at 0.95 s, before the stop: still in a slow link
+    assert latch.answering_s(5.01, stamp_s=4.5) == 0.0  # the first made after it: 4 s of outage are not counted
+    assert latch.answering_s(5.05, stamp_s=4.54) == pytest.approx(0.04)
+    assert latch.answering_s(6.0, stamp_s=5.5) == 0.0  # 0.95 s of silence: the robot may not have heard the repeats
     latch.acknowledge_if(9)  # numbered before the stop: a replay, no acknowledgement
     assert not latch.acked and latch.counts[OLD_ESTOP_ACKS] == 1
     latch.acknowledge_if(11)
@@ -66,7 +67,7 @@ def test_stop_latch_times_the_answers_from_the_first_state_after_a_silence():
 
 def test_a_stop_the_robot_made_itself_needs_no_acknowledgement():
     latch = StopLatch(Counter(), silence_s=0.1)
-    latch.engage(newest_seq=3, needs_ack=False)
+    latch.engage(newest_seq=3, now=0.0, offset_s=0.0, needs_ack=False)
     assert latch.acked
 
 
