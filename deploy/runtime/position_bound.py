@@ -28,6 +28,10 @@ still counts every command. Otherwise, from the same sums:
   commands),
   allowing half the motion the arm made by itself at each state since the reference (it settles and sags after a
   fast move; a frozen sensor or a stalled motor shows none) -> ``NOT_FOLLOWING``;
+- **beside the commands**: the measured position lies outside the reckoning on an axis by more than the motion
+  margin, the noise, what the arm carried at the reference and half its own motion since: a reading that jumped
+  against the commanded motion (a sensor offset that would let the barrier plan from a place further from a face
+  than the arm can be) -> ``BESIDE_COMMANDS``, a rejected state (held; five in a row stop the robot);
 - **unconfirmed too long**: the reckoning spans ``max_unconfirmed_m`` on an axis (commands that reverse each other
   keep the net move small while the arm may still wander) -> ``MOTION_UNCONFIRMED``.
 
@@ -40,8 +44,9 @@ from __future__ import annotations
 
 import math
 
-from deploy.runtime.state_check import CARRY_FRACTION, MIN_FOLLOW_M, NOT_FOLLOWING, falls_short
+from deploy.runtime.state_check import CARRY_FRACTION, MIN_FOLLOW_M, MOTION_MARGIN_M, NOT_FOLLOWING, falls_short
 
+BESIDE_COMMANDS = "beside_commands"  # the reading lies outside where the commands since the reference can have taken it
 MOTION_UNCONFIRMED = "motion_unconfirmed"  # the reckoning spanned max_unconfirmed_m with no state confirming it
 CONFIRM_SHARE = 0.5  # share of the certain net move the measured motion must go along it to confirm the sensor
 MIN_CONFIRM_M = MIN_FOLLOW_M  # metres of certain net move below which no state confirms anything (noise, settling)
@@ -125,6 +130,14 @@ class PositionBound:
             self.anchor(position, low, high)
             return ""
         self._reckon(applied_m)
+        coupling = COUPLING_SHARE * self._gain_max * self._commanded_path_m
+        reckoned_low = [r + d - coupling for r, d in zip(self._ref_low, self._reach_low, strict=True)]
+        reckoned_high = [r + d + coupling for r, d in zip(self._ref_high, self._reach_high, strict=True)]
+        margin = MOTION_MARGIN_M + self._noise_m + CARRY_FRACTION * math.hypot(*self._carried_m) + self._settle_m
+        if any(
+            p < lo - margin or p > hi + margin for p, lo, hi in zip(position, reckoned_low, reckoned_high, strict=True)
+        ):
+            return BESIDE_COMMANDS
         for move in certain_m or ():
             if math.hypot(*move) < STICTION_M:
                 continue
@@ -139,9 +152,6 @@ class PositionBound:
             self.low, self.high = tuple(low), tuple(high)
             self._new_reference(position, low, high, motion_m)
             return ""
-        coupling = COUPLING_SHARE * self._gain_max * self._commanded_path_m
-        reckoned_low = [r + d - coupling for r, d in zip(self._ref_low, self._reach_low, strict=True)]
-        reckoned_high = [r + d + coupling for r, d in zip(self._ref_high, self._reach_high, strict=True)]
         self.low = tuple(min(s, r) for s, r in zip(low, reckoned_low, strict=True))
         self.high = tuple(max(s, r) for s, r in zip(high, reckoned_high, strict=True))
         if net_m >= MIN_FOLLOW_M:
