@@ -197,16 +197,29 @@ def test_a_run_past_its_timeout_is_a_hang_and_the_campaign_goes_on():
     assert all(o["hang"] and o["violations"][0]["invariant"] == "hang" for o in outcomes)
 
 
+# Samples of the CI campaign that still break an invariant after issue 31's fixes: known gaps, each named. The test
+# fails on any other failing sample (a new gap or a regression) and on a known one that no longer fails (drop it).
+KNOWN_GAPS = {
+    310091: "sensor scale 0.58 with a clock jump: a scaled reading consistent with lag is confirmed, 55 mm out",
+    310111: "motor gain x1.89 (past the spec's bound) with a sensor offset: 6.9 mm out",
+    310170: "a 4.8 cm sensor offset in z under latency: 2.5 mm out",
+    310299: "estop_not_acknowledged under 28 periods of reply latency with a stalled motor and byte corruption",
+    310103: "stalled motors after a HOMED state no HOME asked for: the stop comes later than 1 s",
+    310182: "a frozen sensor interleaved with the robot's own e-stop and NaN states: the stop comes later than 1 s",
+}
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    reason="today's controller fails it (frozen or scaled sensor out of the box, stalled motors never stopped, "
-    "estop_not_acknowledged after latency, late stop on a policy stall): fixed by the coordinator's position bound, "
-    "e-stop-ack timing and off-thread inference",
-)
-def test_ci_campaign_breaks_no_invariant():
-    """A few hundred samples from a fixed seed on two workers: no run may break an invariant."""
+def test_ci_campaign_breaks_no_invariant_beyond_the_known_gaps():
+    """A few hundred samples from a fixed seed on two workers: no run may break an invariant, except the known gaps
+    (``KNOWN_GAPS``, the issue-31 work that remains), each of which must still be one."""
     outcomes = list(run_campaign(SETTINGS, list(range(CI_SEED, CI_SEED + CI_RUNS)), workers=2))
     assert len(outcomes) == CI_RUNS
-    failures = distinct_failures(outcomes, [])
-    assert not failures, "\n".join(f"{f['invariant']}: {f['detail']} [{f['faults']}] {f['replay']}" for f in failures)
+    failing = {o["seed"]: o for o in outcomes if o["violations"]}
+    new = [o for seed, o in sorted(failing.items()) if seed not in KNOWN_GAPS]
+    assert not new, "\n".join(
+        f"{v['invariant']}: {v['detail']} [{o['faults']}] replay: robot-grpo campaign --runs 1 --seed {o['seed']}"
+        for o in new
+        for v in o["violations"]
+    )
+    assert set(KNOWN_GAPS) <= set(failing), f"fixed, drop from KNOWN_GAPS: {sorted(set(KNOWN_GAPS) - set(failing))}"
