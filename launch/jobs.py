@@ -93,6 +93,12 @@ SCALE = Section(
         "address": Field(
             "str", None, nullable=True, doc="Ray head (host:port of `ray start --head`); null = a local Ray"
         ),
+        "auth_token_file": Field(
+            "path",
+            None,
+            nullable=True,
+            doc="the cluster's Ray token file; null = RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token",
+        ),
     },
     doc="where the rollouts run (see README: running on a cluster)",
 )
@@ -149,7 +155,8 @@ SCHEMAS: dict[str, Section] = {
             "cpus_per_member": Field("float", 1.0, low=0.1, high=64.0, doc="CPUs Tune reserves per member"),
             "seed": Field("int", 0, low=0),
             "scale": Section(
-                {"address": SCALE.fields["address"]}, doc="the Ray cluster the members run on (null = local)"
+                {"address": SCALE.fields["address"], "auth_token_file": SCALE.fields["auth_token_file"]},
+                doc="the Ray cluster the members run on (null = local)",
             ),
             "output": Field("path", "runs"),
         }
@@ -320,7 +327,7 @@ def _check_consistency(job: str, resolved: dict[str, Any]) -> None:
         )
     scale = resolved.get("scale")
     if job == "train" and scale["backend"] != "ray":
-        for key in ("workers", "address"):
+        for key in ("workers", "address", "auth_token_file"):
             if scale[key] is not None:
                 raise LaunchError(
                     f"'scale.{key}' is only used with scale.backend=ray (got backend {scale['backend']!r})"
