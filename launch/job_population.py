@@ -107,6 +107,7 @@ def population(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             group_size=tuple(mutations["group_size"]),
         ),
         cpus_per_member=config["cpus_per_member"],
+        min_pair_js=config["min_pair_js"],
         seed=config["seed"],
     )
     member_env_kwargs = env_kwargs_as_data(env_id, env_kwargs)  # members build envs on any machine: data, no path
@@ -136,7 +137,10 @@ def population(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "best_success": result.best_success,
         "best_hyperparameters": result.best_hyperparameters,
         "exploits": len(result.exploits),
+        "collapses": len(result.collapses),
+        "min_pair_js": config["min_pair_js"],
         "diversity_js": [round(r["diversity_js"], 6) for r in result.intervals],
+        "closest_pair_js": [round(r["min_pair_js"], 6) for r in result.intervals],
         "members_final": result.members,
         "model": str(run_dir / "model.zip"),
     }

@@ -152,6 +152,14 @@ SCHEMAS: dict[str, Section] = {
             "hyperparameters": Field("mapping", {}, doc="fixed GRPO arguments of every member"),
             "eval_episodes": Field("int", 30, low=1, doc="deterministic episodes per member and interval (score)"),
             "diversity_states": Field("int", 64, low=2, doc="probe states of the diversity figure"),
+            # robot_grpo.scale.population.DEFAULT_MIN_PAIR_JS (a test checks it; this module imports no Ray)
+            "min_pair_js": Field(
+                "float",
+                0.001,
+                low=1e-6,
+                high=0.69,
+                doc="nats: a member closer than this to another is replaced and perturbed away from it",
+            ),
             "cpus_per_member": Field("float", 1.0, low=0.1, high=64.0, doc="CPUs Tune reserves per member"),
             "seed": Field("int", 0, low=0),
             "scale": Section(
