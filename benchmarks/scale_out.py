@@ -260,12 +260,24 @@ def payload_sizes(weights: dict[str, th.Tensor]) -> tuple[int, int]:
 
 
 # Part 2: projection ---------------------------------------------------------------------------------------
-def project(ray1: dict[str, Any], costs: dict[str, float], weights_bytes: int, group_bytes: int) -> list[dict]:
-    """Time per update for W workers on separate machines (see PROJECTION_MODEL)."""
+def project(
+    ray1: dict[str, Any],
+    costs: dict[str, float],
+    weights_bytes: int,
+    group_bytes: int,
+    learner_per_kilo_s: float | None = None,
+) -> list[dict]:
+    """Time per update for W workers on separate machines (see PROJECTION_MODEL).
+
+    :param learner_per_kilo_s: learner seconds per 1k env steps from ``benchmarks/learner_speed.py`` (e.g. on a
+        GPU at the 64-worker update size); None: the 1-worker run's learner time measured here.
+    """
     group_s = ray1["group_compute_s"]
     per_group_overhead = max(ray1["ray_overhead_s"] - ray1["put_s"], 0.0) / DEFAULT_N_GROUPS
     call_s = per_group_overhead + LINK_RTT_S
     learner_per_group = ray1["learner_s"] / DEFAULT_N_GROUPS
+    if learner_per_kilo_s is not None:
+        learner_per_group = learner_per_kilo_s * DEFAULT_GROUP_SIZE * EPISODE_STEPS / 1000.0
     steps_per_group = DEFAULT_GROUP_SIZE * EPISODE_STEPS
     rows = []
     for workers in PROJECTED_WORKERS:
@@ -351,6 +363,8 @@ def population_run(members: int, member_steps: int, interval: int, storage: Path
             "best_success": max(record["success"].values()),
             "mean_success": float(np.mean(list(record["success"].values()))),
             "diversity_js": record["diversity_js"],
+            "min_pair_js": record["min_pair_js"],
+            "pairs_below_threshold": record["pairs_below_threshold"],
             "wall_s": record["elapsed_s"],
         }
         for record in result.intervals
@@ -363,6 +377,9 @@ def population_run(members: int, member_steps: int, interval: int, storage: Path
         "wall_s": wall,
         "total_env_steps": result.total_env_steps,
         "exploits": len(result.exploits),
+        "collapses": len(result.collapses),
+        "min_pair_js": config.min_pair_js,
+        "copies_js_to_donor": [e["perturbation"]["js_to_donor"] for e in result.exploits],
         "best_success": result.best_success,
         "best_hyperparameters": result.best_hyperparameters,
         "curve": curve,
@@ -441,13 +458,19 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| {row['at']} | {row['pbt']:.2f} | {row['single']:.2f} |")
     lines += [
         "",
-        "| PBT interval | total env steps | best | mean | diversity (JS, nats) | wall s |",
-        "|---|---|---|---|---|---|",
+        f"Diversity kept above {pop['min_pair_js']} nats (`min_pair_js`): {pop['collapses']} members replaced for "
+        f"sitting closer than that to another; every copy perturbed to >= the threshold from its donor "
+        f"(JS to donor: {', '.join(f'{v:.4f}' for v in pop['copies_js_to_donor']) or '-'}). The table's JS figures "
+        "are measured when each interval ends, before that round's replacements.",
+        "",
+        "| PBT interval | total env steps | best | mean | diversity (mean pairwise JS, nats) | closest pair | "
+        "pairs below threshold | wall s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for p in pop["curve"]:
         lines.append(
             f"| {p['interval']} | {p['env_steps']} | {p['best_success']:.2f} | {p['mean_success']:.2f} | "
-            f"{p['diversity_js']:.4f} | {p['wall_s']:.0f} |"
+            f"{p['diversity_js']:.4f} | {p['min_pair_js']:.4f} | {p['pairs_below_threshold']} | {p['wall_s']:.0f} |"
         )
     lines += [
         "",
@@ -459,6 +482,38 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def reproject(learner_json: Path) -> None:
+    """The projection with the learner seconds per 1k env steps of a ``learner_speed.py`` run."""
+    learner = json.loads(learner_json.read_text())["paths"]["this"]
+    results = json.loads((RESULTS / "scale_out.json").read_text())
+    rows = project(
+        results["rollouts_by_name"]["ray_1"],
+        results["call_costs"],
+        results["payload_bytes"]["weights"],
+        results["payload_bytes"]["group"],
+        learner["per_kilo_s"],
+    )
+    lines = [
+        f"# Scale-out projection with the learner of `{learner_json.name}` ({learner['device']}, "
+        f"{learner['per_kilo_s']:.4f} learner s per 1k env steps, measured at {learner['steps_per_update']} env steps "
+        "per update)",
+        "",
+        f"Rollout figures: benchmarks/results/scale_out.json. Model: {PROJECTION_MODEL} Here the learner time is "
+        "the measured seconds per 1k env steps times the update's env steps.",
+        "",
+        "| workers | batch per update | rollout s | update s | env steps/s | learner share |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in rows:
+        lines.append(
+            f"| {p['workers']} | {p['batch']} ({p['groups']}) | {p['rollout_s']:.3f} | {p['update_s']:.3f} | "
+            f"{p['update_steps_per_s']:.0f} | {100 * p['learner_share']:.0f}% |"
+        )
+    device = learner["device"].split(":")[0]
+    (RESULTS / f"scale_out_projection_{device}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=4, help="updates per rollout variant (first is warm-up)")
@@ -466,7 +521,17 @@ def main() -> None:
     parser.add_argument("--member-steps", type=int, default=12_000, help="env steps per PBT member")
     parser.add_argument("--interval", type=int, default=2_400, help="env steps per member between PBT rounds")
     parser.add_argument("--reduced", default="", help="say what was reduced (written into the report)")
+    parser.add_argument(
+        "--project-from",
+        type=Path,
+        default=None,
+        help="only redo the projection: the learner figure of this learner_speed JSON (e.g. a GPU run) with the "
+        "rollout figures of results/scale_out.json; writes scale_out_projection_<device>.md",
+    )
     args = parser.parse_args()
+    if args.project_from is not None:
+        reproject(args.project_from)
+        return
     if args.updates <= WARMUP_UPDATES:
         raise SystemExit(f"--updates must be > {WARMUP_UPDATES} (the first update is a warm-up)")
     th.set_num_threads(1)
