@@ -93,7 +93,30 @@ def child(updates: int, device: str, n_groups: int, minibatches: int | None, wei
         learner_s.append(clock() - start + scoring[-1])
     th.save({k: v.detach().cpu() for k, v in model.policy.named_parameters()}, weights_out)
     vec_env.close()
-    return {"learner_s": learner_s, "steps_per_update": steps_per_update, "device": str(model.device)}
+    floor_s = arithmetic_floor(model, clock)
+    return {
+        "learner_s": learner_s,
+        "floor_s": floor_s,
+        "steps_per_update": steps_per_update,
+        "device": str(model.device),
+    }
+
+
+def arithmetic_floor(model: Any, clock: Any) -> float:
+    """Seconds of the update's unavoidable arithmetic: the network's forward and backward on every minibatch of
+    every epoch (same rows, same shapes), with no loss terms, no optimizer, no checks and no logging."""
+    import torch as th
+
+    rows = model.rollout_buffer.samples.observations
+    inputs = model.policy.obs_normalizer(rows).detach()
+    net = model.policy.mean_net
+    start = clock()
+    for _ in range(model.n_epochs):
+        for first in range(0, len(inputs), model.batch_size):
+            net(inputs[first : first + model.batch_size]).sum().backward()
+    if model.device.type == "cuda":
+        th.cuda.synchronize()
+    return clock() - start
 
 
 def unpack(reference: str, into: Path) -> None:
@@ -136,6 +159,11 @@ def markdown(r: dict[str, Any]) -> str:
         f"| reference ({r['reference']}) | {ref['device']} | {ref['update_s']:.3f} | {ref['per_kilo_s']:.4f} | 1.00x |",
         f"| this checkout | {new['device']} | {new['update_s']:.3f} | {new['per_kilo_s']:.4f} | {r['speedup']:.2f}x |",
         "",
+        f"Arithmetic floor (this checkout's network, forward + backward on every minibatch of every epoch, nothing "
+        f"else): {new['floor_s']:.3f} s per update = {new['floor_s'] * STEPS_PER_KILO / new['steps_per_update']:.4f} "
+        f"s per 1k env steps, {ref['update_s'] / new['floor_s']:.2f}x below the reference's whole update: the most any "
+        "rewrite of the same computation on this device could gain.",
+        "",
         f"Final weights after {r['updates']} updates: max absolute difference {r['max_abs_weight_diff']:.2e} "
         f"(largest parameter {r['max_abs_weight']:.2f}).",
     ]
@@ -162,6 +190,7 @@ def main() -> None:
 
     load_start = os.getloadavg()[0]
     times: dict[str, list[float]] = {"reference": [], "this": []}
+    floors: dict[str, list[float]] = {"reference": [], "this": []}
     meta: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         ref_root = Path(tmp) / "reference"
@@ -171,6 +200,7 @@ def main() -> None:
             for name, root, device in (("reference", ref_root, "cpu"), ("this", ROOT, args.device)):
                 out = run_child(root, args, device, Path(tmp) / f"{name}.pt")
                 times[name] += out["learner_s"][WARMUP_UPDATES:]
+                floors[name].append(out["floor_s"])
                 meta[name] = {"steps_per_update": out["steps_per_update"], "device": out["device"]}
                 print(f"repeat {repeat} {name}: {out['learner_s']}", flush=True)
         ref_w = th.load(Path(tmp) / "reference.pt")
@@ -184,6 +214,7 @@ def main() -> None:
             "update_s": update_s,
             "per_kilo_s": update_s * STEPS_PER_KILO / meta[name]["steps_per_update"],
             "all_s": values,
+            "floor_s": statistics.median(floors[name]),
         }
     results = {
         "command": "benchmarks/learner_speed.py " + " ".join(sys.argv[1:]),
