@@ -162,9 +162,12 @@ def probe_head(address: str, token: ClusterToken | None) -> None:
     :raises LaunchError: one line naming the cause (address, token, or version).
     """
     check_port_open(address)
-    from ray._common.usage.usage_lib import get_cluster_metadata
-    from ray._raylet import GcsClient
-    from ray.exceptions import AuthenticationError, RpcError
+    try:  # Ray's own client of the head's GCS (what ray.init uses first); private, so absent in another Ray
+        from ray._common.usage.usage_lib import get_cluster_metadata
+        from ray._raylet import GcsClient
+        from ray.exceptions import AuthenticationError, RpcError
+    except ImportError:
+        return  # this Ray has no such client: ray.init reports what it finds
 
     try:
         metadata = get_cluster_metadata(GcsClient(address=address))
