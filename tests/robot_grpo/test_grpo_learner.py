@@ -53,8 +53,15 @@ def plain_update(m: GRPO) -> dict[str, float]:
     return {f"train/{k}": float(np.mean(v)) for k, v in logs.items()}
 
 
-def test_the_update_trains_to_the_plain_loops_weights_and_logs():
-    fast, plain = model(), model()
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not th.cuda.is_available(), reason="needs CUDA (the GPU check)")),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_update_trains_to_the_plain_loops_weights_and_logs(device):
+    fast, plain = model(device), model(device)
     for m in (fast, plain):
         m.set_logger(Logger(folder=None, output_formats=[]))
         m.learn(UPDATE_STEPS)  # one update each (identical so far), then one rollout more
@@ -93,9 +100,21 @@ def test_auto_takes_cuda_when_there_is_one_and_the_cpu_otherwise():
 
 
 @pytest.mark.skipif(not th.cuda.is_available(), reason="needs a CUDA device (the GPU check runs it)")
-def test_the_cuda_learner_trains_to_the_cpu_learners_weights():
+def test_a_cuda_learner_scores_a_cpu_rollout_as_the_cpu_learner_does():
+    # CUDA draws other random numbers than the CPU from one seed (rollout noise, minibatch order), so the two
+    # learners are compared where no draw is made: scoring one rollout (normalizer, log-probs, hindsight goals from
+    # the model's numpy generator, advantages)
     cpu, cuda = model(device="cpu"), model(device="cuda")
+    cpu.learn(UPDATE_STEPS)
+    cuda.policy.load_state_dict(cpu.policy.state_dict())
+    cuda.rollout_buffer = cpu.rollout_buffer
+    cuda.rollout_buffer.device = cuda.device
     for m in (cpu, cuda):
-        m.learn(2 * UPDATE_STEPS)
-    for (name, a), b in zip(cpu.policy.state_dict().items(), cuda.policy.state_dict().values(), strict=True):
-        th.testing.assert_close(a, b.cpu(), rtol=1e-4, atol=1e-5, msg=name)
+        m._rng = np.random.default_rng(7)
+        m._score_rollout(m.rollout_buffer, True, None)
+        rows = m.rollout_buffer.samples
+        assert rows.observations.device.type == m.device.type
+        if m is cpu:
+            expected = [t.clone() for t in rows]
+    for a, b in zip(expected, cuda.rollout_buffer.samples, strict=True):
+        th.testing.assert_close(a, b.cpu(), rtol=1e-4, atol=1e-5)
