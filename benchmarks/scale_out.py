@@ -482,38 +482,6 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def reproject(learner_json: Path) -> None:
-    """The projection with the learner seconds per 1k env steps of a ``learner_speed.py`` run."""
-    learner = json.loads(learner_json.read_text())["paths"]["this"]
-    results = json.loads((RESULTS / "scale_out.json").read_text())
-    rows = project(
-        results["rollouts_by_name"]["ray_1"],
-        results["call_costs"],
-        results["payload_bytes"]["weights"],
-        results["payload_bytes"]["group"],
-        learner["per_kilo_s"],
-    )
-    lines = [
-        f"# Scale-out projection with the learner of `{learner_json.name}` ({learner['device']}, "
-        f"{learner['per_kilo_s']:.4f} learner s per 1k env steps, measured at {learner['steps_per_update']} env steps "
-        "per update)",
-        "",
-        f"Rollout figures: benchmarks/results/scale_out.json. Model: {PROJECTION_MODEL} Here the learner time is "
-        "the measured seconds per 1k env steps times the update's env steps.",
-        "",
-        "| workers | batch per update | rollout s | update s | env steps/s | learner share |",
-        "|---|---|---|---|---|---|",
-    ]
-    for p in rows:
-        lines.append(
-            f"| {p['workers']} | {p['batch']} ({p['groups']}) | {p['rollout_s']:.3f} | {p['update_s']:.3f} | "
-            f"{p['update_steps_per_s']:.0f} | {100 * p['learner_share']:.0f}% |"
-        )
-    device = learner["device"].split(":")[0]
-    (RESULTS / f"scale_out_projection_{device}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=4, help="updates per rollout variant (first is warm-up)")
@@ -521,17 +489,7 @@ def main() -> None:
     parser.add_argument("--member-steps", type=int, default=12_000, help="env steps per PBT member")
     parser.add_argument("--interval", type=int, default=2_400, help="env steps per member between PBT rounds")
     parser.add_argument("--reduced", default="", help="say what was reduced (written into the report)")
-    parser.add_argument(
-        "--project-from",
-        type=Path,
-        default=None,
-        help="only redo the projection: the learner figure of this learner_speed JSON (e.g. a GPU run) with the "
-        "rollout figures of results/scale_out.json; writes scale_out_projection_<device>.md",
-    )
     args = parser.parse_args()
-    if args.project_from is not None:
-        reproject(args.project_from)
-        return
     if args.updates <= WARMUP_UPDATES:
         raise SystemExit(f"--updates must be > {WARMUP_UPDATES} (the first update is a warm-up)")
     th.set_num_threads(1)
