@@ -393,6 +393,46 @@ def success_at(curve: list[dict[str, float]], key: str, value: float, success_ke
 
 
 # Report ---------------------------------------------------------------------------------------------------
+def population_markdown(results: dict[str, Any]) -> list[str]:
+    """The population section: PBT vs one learner, and the diversity per interval."""
+    lines: list[str] = []
+    pop = results["population"]
+    single = results["single_learner"]
+    lines += [
+        "",
+        f"## Population: PBT with {pop['members']} members vs one learner, hard reach "
+        "(delay 1..3 per episode, distance_threshold 0.02 m), same total env steps",
+        "",
+        f"PBT: {pop['members']} members x {pop['member_steps']} env steps, a round every {pop['interval']} env steps "
+        f"per member, {pop['replaced_per_round']} replaced per round; {pop['exploits']} exploit steps; "
+        f"{pop['wall_s']:.0f} s. One learner: GRPO defaults, {single[-1]['env_steps']} env steps, "
+        f"{single[-1]['train_s']:.0f} s training (+ {single[-1]['wall_s'] - single[-1]['train_s']:.0f} s "
+        f"evaluation). Success: deterministic, {EVAL_EPISODES} fixed episodes.",
+        "",
+        "| comparison | PBT (best member) | one learner |",
+        "|---|---|---|",
+    ]
+    for row in results["comparison"]:
+        lines.append(f"| {row['at']} | {row['pbt']:.2f} | {row['single']:.2f} |")
+    lines += [
+        "",
+        f"Diversity kept above {pop['min_pair_js']} nats (`min_pair_js`): {pop['collapses']} members replaced for "
+        f"sitting closer than that to another; every copy perturbed to >= the threshold from its donor "
+        f"(JS to donor: {', '.join(f'{v:.4f}' for v in pop['copies_js_to_donor']) or '-'}). The table's JS figures "
+        "are measured when each interval ends, before that round's replacements.",
+        "",
+        "| PBT interval | total env steps | best | mean | diversity (mean pairwise JS, nats) | closest pair | "
+        "pairs below threshold | wall s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for p in pop["curve"]:
+        lines.append(
+            f"| {p['interval']} | {p['env_steps']} | {p['best_success']:.2f} | {p['mean_success']:.2f} | "
+            f"{p['diversity_js']:.4f} | {p['min_pair_js']:.4f} | {p['pairs_below_threshold']} | {p['wall_s']:.0f} |"
+        )
+    return lines
+
+
 def markdown(results: dict[str, Any]) -> str:
     lines = [
         f"# Scale-out (one run, {results['machine']['cpus']} cores shared with other jobs; "
@@ -438,40 +478,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"{p['rollout_steps_per_s']:.0f} | {p['update_s']:.3f} | {p['update_steps_per_s']:.0f} | "
             f"{100 * p['learner_share']:.0f}% |"
         )
-    pop = results["population"]
-    single = results["single_learner"]
-    lines += [
-        "",
-        f"## Population: PBT with {pop['members']} members vs one learner, hard reach "
-        "(delay 1..3 per episode, distance_threshold 0.02 m), same total env steps",
-        "",
-        f"PBT: {pop['members']} members x {pop['member_steps']} env steps, a round every {pop['interval']} env steps "
-        f"per member, {pop['replaced_per_round']} replaced per round; {pop['exploits']} exploit steps; "
-        f"{pop['wall_s']:.0f} s. One learner: GRPO defaults, {single[-1]['env_steps']} env steps, "
-        f"{single[-1]['train_s']:.0f} s training (+ {single[-1]['wall_s'] - single[-1]['train_s']:.0f} s "
-        f"evaluation). Success: deterministic, {EVAL_EPISODES} fixed episodes.",
-        "",
-        "| comparison | PBT (best member) | one learner |",
-        "|---|---|---|",
-    ]
-    for row in results["comparison"]:
-        lines.append(f"| {row['at']} | {row['pbt']:.2f} | {row['single']:.2f} |")
-    lines += [
-        "",
-        f"Diversity kept above {pop['min_pair_js']} nats (`min_pair_js`): {pop['collapses']} members replaced for "
-        f"sitting closer than that to another; every copy perturbed to >= the threshold from its donor "
-        f"(JS to donor: {', '.join(f'{v:.4f}' for v in pop['copies_js_to_donor']) or '-'}). The table's JS figures "
-        "are measured when each interval ends, before that round's replacements.",
-        "",
-        "| PBT interval | total env steps | best | mean | diversity (mean pairwise JS, nats) | closest pair | "
-        "pairs below threshold | wall s |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for p in pop["curve"]:
-        lines.append(
-            f"| {p['interval']} | {p['env_steps']} | {p['best_success']:.2f} | {p['mean_success']:.2f} | "
-            f"{p['diversity_js']:.4f} | {p['min_pair_js']:.4f} | {p['pairs_below_threshold']} | {p['wall_s']:.0f} |"
-        )
+    lines += population_markdown(results)
     lines += [
         "",
         f"Peak memory: this process {results['peak_rss_mb']['self']:.0f} MB (ru_maxrss); this process and its Ray "
@@ -482,43 +489,19 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--updates", type=int, default=4, help="updates per rollout variant (first is warm-up)")
-    parser.add_argument("--members", type=int, default=8)
-    parser.add_argument("--member-steps", type=int, default=12_000, help="env steps per PBT member")
-    parser.add_argument("--interval", type=int, default=2_400, help="env steps per member between PBT rounds")
-    parser.add_argument("--reduced", default="", help="say what was reduced (written into the report)")
-    args = parser.parse_args()
-    if args.updates <= WARMUP_UPDATES:
-        raise SystemExit(f"--updates must be > {WARMUP_UPDATES} (the first update is a warm-up)")
-    th.set_num_threads(1)
-    load_start = os.getloadavg()[0]
-    ray_options = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-    with PeakRss() as rss:
-        ray.init(num_cpus=ROLLOUT_RAY_CPUS, **ray_options)
-        try:
-            rollouts = run_rollouts(args.updates)
-            for name, r in rollouts.items():
-                print(f"{name}: rollout {r['rollout_s']:.2f} s, update {r['update_s']:.2f} s", flush=True)
-            weights_bytes, group_bytes = payload_sizes(rollouts["ray_1"]["weights"])
-            costs = measure_call_costs(weights_bytes, group_bytes)
-        finally:
-            ray.shutdown()
-        ray_1, ray_2 = rollouts["ray_1"]["weights"], rollouts["ray_2"]["weights"]
-        identical = all(th.equal(ray_1[k], v) for k, v in ray_2.items())
-        same_as_threaded = all(th.equal(rollouts["threaded"]["weights"][k], v) for k, v in ray_1.items())
-        total = args.members * args.member_steps
-        single = single_learner(total, args.interval)
-        print(f"one learner: {single[-1]['success']:.2f} at {single[-1]['env_steps']} env steps", flush=True)
-        storage = RUNS / "scale_out"
-        shutil.rmtree(storage, ignore_errors=True)  # a fresh Tune experiment every run
-        ray.init(num_cpus=CPUS, **ray_options)
-        try:
-            pop = population_run(args.members, args.member_steps, args.interval, storage)
-        finally:
-            ray.shutdown()
-        print(f"PBT: best {pop['best_success']:.2f}, {pop['exploits']} exploits", flush=True)
+def population_part(args: argparse.Namespace, ray_options: dict[str, Any]) -> tuple[list, dict, list]:
+    """Part 3: one learner and the population, given the same total env steps; their comparison."""
+    total = args.members * args.member_steps
+    single = single_learner(total, args.interval)
+    print(f"one learner: {single[-1]['success']:.2f} at {single[-1]['env_steps']} env steps", flush=True)
+    storage = RUNS / "scale_out"
+    shutil.rmtree(storage, ignore_errors=True)  # a fresh Tune experiment every run
+    ray.init(num_cpus=CPUS, **ray_options)
+    try:
+        pop = population_run(args.members, args.member_steps, args.interval, storage)
+    finally:
+        ray.shutdown()
+    print(f"PBT: best {pop['best_success']:.2f}, {pop['exploits']} exploits", flush=True)
     final_pbt = pop["curve"][-1]
     both_running = min(pop["wall_s"], single[-1]["wall_s"])  # wall time both runs reached
     comparison = [
@@ -538,6 +521,64 @@ def main() -> None:
             "single": success_at(single, "env_steps", args.member_steps, "success"),
         },
     ]
+    return single, pop, comparison
+
+
+def population_only(args: argparse.Namespace, ray_options: dict[str, Any]) -> None:
+    """Part 3 alone (``--population-only``): writes scale_out_population.json and .md."""
+    load_start = os.getloadavg()[0]
+    single, pop, comparison = population_part(args, ray_options)
+    results = {
+        "command": "benchmarks/scale_out.py " + " ".join(sys.argv[1:]),
+        "load": [load_start, os.getloadavg()[0]],
+        "single_learner": single,
+        "population": pop,
+        "comparison": comparison,
+    }
+    header = [
+        f"# Scale-out, population part alone (2 cores shared with other jobs; load avg {load_start:.2f} at start, "
+        f"{results['load'][1]:.2f} at end)",
+        "",
+        f"Command: `{results['command']}`",
+    ]
+    text = "\n".join(header + population_markdown(results)) + "\n"
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "scale_out_population.json").write_text(json.dumps(results, indent=2))
+    (RESULTS / "scale_out_population.md").write_text(text)
+    print(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--updates", type=int, default=4, help="updates per rollout variant (first is warm-up)")
+    parser.add_argument("--members", type=int, default=8)
+    parser.add_argument("--member-steps", type=int, default=12_000, help="env steps per PBT member")
+    parser.add_argument("--interval", type=int, default=2_400, help="env steps per member between PBT rounds")
+    parser.add_argument("--reduced", default="", help="say what was reduced (written into the report)")
+    parser.add_argument("--population-only", action="store_true", help="part 3 alone: scale_out_population.*")
+    args = parser.parse_args()
+    if args.updates <= WARMUP_UPDATES:
+        raise SystemExit(f"--updates must be > {WARMUP_UPDATES} (the first update is a warm-up)")
+    th.set_num_threads(1)
+    load_start = os.getloadavg()[0]
+    ray_options = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if args.population_only:
+        population_only(args, ray_options)
+        return
+    with PeakRss() as rss:
+        ray.init(num_cpus=ROLLOUT_RAY_CPUS, **ray_options)
+        try:
+            rollouts = run_rollouts(args.updates)
+            for name, r in rollouts.items():
+                print(f"{name}: rollout {r['rollout_s']:.2f} s, update {r['update_s']:.2f} s", flush=True)
+            weights_bytes, group_bytes = payload_sizes(rollouts["ray_1"]["weights"])
+            costs = measure_call_costs(weights_bytes, group_bytes)
+        finally:
+            ray.shutdown()
+        ray_1, ray_2 = rollouts["ray_1"]["weights"], rollouts["ray_2"]["weights"]
+        identical = all(th.equal(ray_1[k], v) for k, v in ray_2.items())
+        same_as_threaded = all(th.equal(rollouts["threaded"]["weights"][k], v) for k, v in ray_1.items())
+        single, pop, comparison = population_part(args, ray_options)
     for r in rollouts.values():
         del r["weights"]
     results = {

@@ -4,8 +4,10 @@ After PBT's exploit a member holds another member's weights: the two are one pol
 that is meant to keep its diversity must not keep. :func:`perturb_until_distinct` adds seeded Gaussian noise to the
 mean network's weights, each tensor's noise scaled by that tensor's own standard deviation (so biases and wide
 layers move alike), starting small and doubling the scale until the Jensen-Shannon divergence from the donor's
-law on the probe states (:mod:`robot_grpo.scale.diversity`) reaches the threshold. The smallest scale that does it
-is kept: the copy stays as close to the donor (and its score) as the threshold allows.
+law on the probe states (:mod:`robot_grpo.scale.diversity`) reaches the threshold, then bisecting between the last
+scale below and the first above it. The smallest scale found is kept: the copy stays as close to the donor (and
+its score) as the threshold allows. (Without the bisection a doubling overshoots: on the hard reach copies landed
+2-9x past a 0.001-nat threshold and the best member fell from 0.83 to 0.50 success in one run.)
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from robot_grpo.scale.diversity import gaussian_js
 FIRST_NOISE_SCALE = 0.01  # noise std as a share of each weight tensor's std, on the first try
 NOISE_SCALE_GROWTH = 2.0  # multiplied after every try that stays below the threshold
 MAX_TRIES = 12  # 0.01 * 2^11 = 20 tensor stds: far past any law a threshold below ln 2 needs
+BISECTIONS = 6  # halvings of the bracket [scale below, scale above]: the kept scale is within 1/64 of it
 
 
 class Perturbation(NamedTuple):
@@ -55,15 +58,29 @@ def perturb_until_distinct(
     weights = {name: p.detach().clone() for name, p in policy.mean_net.named_parameters()}
     generator = th.Generator().manual_seed(int(seed))
     noise = {name: th.randn(w.shape, generator=generator).to(w.device) for name, w in weights.items()}
-    scale, js = FIRST_NOISE_SCALE, 0.0
-    for tries in range(1, MAX_TRIES + 1):
+
+    def js_at(scale: float) -> float:
         with th.no_grad():
             for name, param in policy.mean_net.named_parameters():
                 spread = weights[name].std() if weights[name].numel() > 1 else weights[name].abs()
                 param.copy_(weights[name] + scale * spread.clamp(min=1e-3) * noise[name])
         mean, log_std = _law(policy, probe)
-        js = float(gaussian_js(mean, log_std, donor_mean, donor_log_std).mean())
-        if js >= min_pair_js:
-            return Perturbation(scale, js, tries)
-        scale *= NOISE_SCALE_GROWTH
-    return Perturbation(scale / NOISE_SCALE_GROWTH, js, MAX_TRIES)
+        return float(gaussian_js(mean, log_std, donor_mean, donor_log_std).mean())
+
+    below, above, js, tries = 0.0, FIRST_NOISE_SCALE, js_at(FIRST_NOISE_SCALE), 1
+    while js < min_pair_js and tries < MAX_TRIES:
+        below, above = above, above * NOISE_SCALE_GROWTH
+        js, tries = js_at(above), tries + 1
+    if js < min_pair_js:
+        return Perturbation(above, js, tries)  # the largest scale tried: as far as this search goes
+    best = (above, js)
+    for _ in range(BISECTIONS):
+        middle = 0.5 * (below + above)
+        value = js_at(middle)
+        tries += 1
+        if value >= min_pair_js:
+            above, best = middle, (middle, value)
+        else:
+            below = middle
+    js_at(best[0])  # leave the policy at the kept scale
+    return Perturbation(best[0], best[1], tries)

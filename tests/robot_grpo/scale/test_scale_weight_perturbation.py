@@ -1,5 +1,5 @@
-"""A copied member is perturbed far enough: its law ends at least the threshold from the donor's (the noise scale
-doubling from its first value), its exploration noise is the donor's, and the same seed perturbs alike."""
+"""A copied member is perturbed just far enough: its law ends at least the threshold from the donor's and not much
+further, its exploration noise is the donor's, and the same seed perturbs alike."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from gymnasium import spaces
 
 from robot_grpo.policies import GoalGaussianPolicy
 from robot_grpo.scale.diversity import gaussian_js
-from robot_grpo.scale.weight_perturbation import FIRST_NOISE_SCALE, NOISE_SCALE_GROWTH, perturb_until_distinct
+from robot_grpo.scale.weight_perturbation import perturb_until_distinct
 
 OBS_DIM, ACT_DIM = 6, 2
 
@@ -32,14 +32,14 @@ PROBE = np.random.default_rng(0).uniform(-1, 1, (32, OBS_DIM)).astype(np.float32
 
 
 @pytest.mark.parametrize("threshold", [1e-4, 1e-3, 1e-2])
-def test_the_copy_ends_at_least_the_threshold_away_with_the_smallest_scale_that_does_it(threshold):
+def test_the_copy_ends_just_past_the_threshold(threshold):
     donor = policy()
     copy = policy()
     donor_law = law(donor, PROBE)
     moved = perturb_until_distinct(copy, PROBE, threshold, seed=5)
     js = gaussian_js(*law(copy, PROBE), *donor_law).mean()
     assert js == pytest.approx(moved.js_to_donor) and js >= threshold
-    assert moved.noise_scale == pytest.approx(FIRST_NOISE_SCALE * NOISE_SCALE_GROWTH ** (moved.tries - 1))
+    assert js < 1.2 * threshold  # bisected down to the threshold, not a doubling's overshoot (up to 4x in JS)
     th.testing.assert_close(copy.log_std, donor.log_std)  # the exploration noise is the donor's
 
 
