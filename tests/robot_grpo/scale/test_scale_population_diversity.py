@@ -86,3 +86,10 @@ def test_a_top_member_is_never_moved_to_the_bottom():
     add(pbt, "pbt_00002", 0.6, 2.0)
     t3 = add(pbt, "pbt_00003", 0.9, 0.0005)  # top member, a near copy of the bottom one
     assert pbt._quantiles() == ([t0], [t3])  # the pair's weaker member is already being replaced
+
+
+def test_a_population_still_at_its_common_initial_law_is_left_alone():
+    pbt = scheduler()
+    # every pair within ~0.0004 nats: the mean pairwise JS is below twice the threshold, so no pair is a collapse
+    trials = [add(pbt, f"pbt_{i:05d}", 0.1 * (i + 1), 0.01 * i) for i in range(4)]
+    assert pbt._quantiles() == ([trials[0]], [trials[3]])
