@@ -47,9 +47,9 @@ DEFAULT_PERTURBATION_FACTORS = (1.2, 0.8)
 # without any diversity keeping the population's mean pairwise JS was 0.0015 after the first interval and
 # 0.003-0.009 after the next four (exploited members start as exact copies: 0). Members start from nearly one law
 # (the output layer's small init puts every mean near 0 with the same std), so after the first interval 5 of 28
-# pairs sat below 0.001 (closest 0.0006); in the runs with the threshold acting, every later interval's closest pair
-# was above 0.0024. 0.001 is two thirds of the population's spread at its most uniform: a pair closer than that is one policy
-# twice (a copy, or two members that collapsed onto one), while members that trained apart stay above it.
+# pairs sat below 0.001 (closest 0.0006); in the runs with the threshold acting, every later interval's closest
+# pair was above 0.0024. 0.001 is two thirds of the population's spread at its most uniform: a pair closer than that
+# is one policy twice (a copy, or two members that collapsed onto one), while members that trained apart stay above.
 DEFAULT_MIN_PAIR_JS = 0.001
 # A pair below the threshold is a collapse only in a population that has spread out: while the mean pairwise JS is
 # under this multiple of the threshold (all members still near their common initial law, as after the first
