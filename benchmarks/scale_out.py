@@ -55,7 +55,7 @@ from robot_grpo.grpo import DEFAULT_GROUP_SIZE, DEFAULT_N_GROUPS, GRPO
 from robot_grpo.scale.distributed_grpo import DistributedGRPO
 from robot_grpo.scale.diversity import probe_states
 from robot_grpo.scale.pool import RolloutWorkerPool
-from robot_grpo.scale.population import Mutations, PopulationConfig, train_population
+from robot_grpo.scale.population import DEFAULT_MIN_PAIR_JS, Mutations, PopulationConfig, train_population
 from robot_grpo.threaded_vec_env import ThreadedVecEnv
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -334,7 +334,9 @@ def single_learner(total_steps: int, interval: int) -> list[dict[str, float]]:
     return curve
 
 
-def population_run(members: int, member_steps: int, interval: int, storage: Path) -> dict[str, Any]:
+def population_run(
+    members: int, member_steps: int, interval: int, storage: Path, min_pair_js: float = DEFAULT_MIN_PAIR_JS
+) -> dict[str, Any]:
     env = make_env(ENV_ID, HARD_ENV_KWARGS)
     probes = probe_states(env, PROBE_STATES, PROBE_SEED)
     env.close()
@@ -344,6 +346,7 @@ def population_run(members: int, member_steps: int, interval: int, storage: Path
         interval_timesteps=interval,
         storage_path=str(storage.resolve()),
         mutations=Mutations(),
+        min_pair_js=min_pair_js,
         seed=SEED,
         name="pbt_bench",
     )
@@ -498,7 +501,7 @@ def population_part(args: argparse.Namespace, ray_options: dict[str, Any]) -> tu
     shutil.rmtree(storage, ignore_errors=True)  # a fresh Tune experiment every run
     ray.init(num_cpus=CPUS, **ray_options)
     try:
-        pop = population_run(args.members, args.member_steps, args.interval, storage)
+        pop = population_run(args.members, args.member_steps, args.interval, storage, args.min_pair_js)
     finally:
         ray.shutdown()
     print(f"PBT: best {pop['best_success']:.2f}, {pop['exploits']} exploits", flush=True)
@@ -543,8 +546,9 @@ def population_only(args: argparse.Namespace, ray_options: dict[str, Any]) -> No
     ]
     text = "\n".join(header + population_markdown(results)) + "\n"
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "scale_out_population.json").write_text(json.dumps(results, indent=2))
-    (RESULTS / "scale_out_population.md").write_text(text)
+    name = "scale_out_population" + ("" if args.min_pair_js == DEFAULT_MIN_PAIR_JS else f"_js{args.min_pair_js:g}")
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2))
+    (RESULTS / f"{name}.md").write_text(text)
     print(text)
 
 
@@ -556,6 +560,12 @@ def main() -> None:
     parser.add_argument("--interval", type=int, default=2_400, help="env steps per member between PBT rounds")
     parser.add_argument("--reduced", default="", help="say what was reduced (written into the report)")
     parser.add_argument("--population-only", action="store_true", help="part 3 alone: scale_out_population.*")
+    parser.add_argument(
+        "--min-pair-js",
+        type=float,
+        default=DEFAULT_MIN_PAIR_JS,
+        help="the population's diversity threshold, nats (a tiny value such as 1e-9 turns diversity keeping off)",
+    )
     args = parser.parse_args()
     if args.updates <= WARMUP_UPDATES:
         raise SystemExit(f"--updates must be > {WARMUP_UPDATES} (the first update is a warm-up)")
