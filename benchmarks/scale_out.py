@@ -55,7 +55,7 @@ from robot_grpo.grpo import DEFAULT_GROUP_SIZE, DEFAULT_N_GROUPS, GRPO
 from robot_grpo.scale.distributed_grpo import DistributedGRPO
 from robot_grpo.scale.diversity import probe_states
 from robot_grpo.scale.pool import RolloutWorkerPool
-from robot_grpo.scale.population import Mutations, PopulationConfig, train_population
+from robot_grpo.scale.population import DEFAULT_MIN_PAIR_JS, Mutations, PopulationConfig, train_population
 from robot_grpo.threaded_vec_env import ThreadedVecEnv
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -260,12 +260,24 @@ def payload_sizes(weights: dict[str, th.Tensor]) -> tuple[int, int]:
 
 
 # Part 2: projection ---------------------------------------------------------------------------------------
-def project(ray1: dict[str, Any], costs: dict[str, float], weights_bytes: int, group_bytes: int) -> list[dict]:
-    """Time per update for W workers on separate machines (see PROJECTION_MODEL)."""
+def project(
+    ray1: dict[str, Any],
+    costs: dict[str, float],
+    weights_bytes: int,
+    group_bytes: int,
+    learner_per_kilo_s: float | None = None,
+) -> list[dict]:
+    """Time per update for W workers on separate machines (see PROJECTION_MODEL).
+
+    :param learner_per_kilo_s: learner seconds per 1k env steps from ``benchmarks/learner_speed.py`` (e.g. on a
+        GPU at the 64-worker update size); None: the 1-worker run's learner time measured here.
+    """
     group_s = ray1["group_compute_s"]
     per_group_overhead = max(ray1["ray_overhead_s"] - ray1["put_s"], 0.0) / DEFAULT_N_GROUPS
     call_s = per_group_overhead + LINK_RTT_S
     learner_per_group = ray1["learner_s"] / DEFAULT_N_GROUPS
+    if learner_per_kilo_s is not None:
+        learner_per_group = learner_per_kilo_s * DEFAULT_GROUP_SIZE * EPISODE_STEPS / 1000.0
     steps_per_group = DEFAULT_GROUP_SIZE * EPISODE_STEPS
     rows = []
     for workers in PROJECTED_WORKERS:
@@ -322,7 +334,9 @@ def single_learner(total_steps: int, interval: int) -> list[dict[str, float]]:
     return curve
 
 
-def population_run(members: int, member_steps: int, interval: int, storage: Path) -> dict[str, Any]:
+def population_run(
+    members: int, member_steps: int, interval: int, storage: Path, min_pair_js: float = DEFAULT_MIN_PAIR_JS
+) -> dict[str, Any]:
     env = make_env(ENV_ID, HARD_ENV_KWARGS)
     probes = probe_states(env, PROBE_STATES, PROBE_SEED)
     env.close()
@@ -332,6 +346,7 @@ def population_run(members: int, member_steps: int, interval: int, storage: Path
         interval_timesteps=interval,
         storage_path=str(storage.resolve()),
         mutations=Mutations(),
+        min_pair_js=min_pair_js,
         seed=SEED,
         name="pbt_bench",
     )
@@ -351,6 +366,8 @@ def population_run(members: int, member_steps: int, interval: int, storage: Path
             "best_success": max(record["success"].values()),
             "mean_success": float(np.mean(list(record["success"].values()))),
             "diversity_js": record["diversity_js"],
+            "min_pair_js": record["min_pair_js"],
+            "pairs_below_threshold": record["pairs_below_threshold"],
             "wall_s": record["elapsed_s"],
         }
         for record in result.intervals
@@ -363,6 +380,9 @@ def population_run(members: int, member_steps: int, interval: int, storage: Path
         "wall_s": wall,
         "total_env_steps": result.total_env_steps,
         "exploits": len(result.exploits),
+        "collapses": len(result.collapses),
+        "min_pair_js": config.min_pair_js,
+        "copies_js_to_donor": [e["perturbation"]["js_to_donor"] for e in result.exploits],
         "best_success": result.best_success,
         "best_hyperparameters": result.best_hyperparameters,
         "curve": curve,
@@ -376,6 +396,46 @@ def success_at(curve: list[dict[str, float]], key: str, value: float, success_ke
 
 
 # Report ---------------------------------------------------------------------------------------------------
+def population_markdown(results: dict[str, Any]) -> list[str]:
+    """The population section: PBT vs one learner, and the diversity per interval."""
+    lines: list[str] = []
+    pop = results["population"]
+    single = results["single_learner"]
+    lines += [
+        "",
+        f"## Population: PBT with {pop['members']} members vs one learner, hard reach "
+        "(delay 1..3 per episode, distance_threshold 0.02 m), same total env steps",
+        "",
+        f"PBT: {pop['members']} members x {pop['member_steps']} env steps, a round every {pop['interval']} env steps "
+        f"per member, {pop['replaced_per_round']} replaced per round; {pop['exploits']} exploit steps; "
+        f"{pop['wall_s']:.0f} s. One learner: GRPO defaults, {single[-1]['env_steps']} env steps, "
+        f"{single[-1]['train_s']:.0f} s training (+ {single[-1]['wall_s'] - single[-1]['train_s']:.0f} s "
+        f"evaluation). Success: deterministic, {EVAL_EPISODES} fixed episodes.",
+        "",
+        "| comparison | PBT (best member) | one learner |",
+        "|---|---|---|",
+    ]
+    for row in results["comparison"]:
+        lines.append(f"| {row['at']} | {row['pbt']:.2f} | {row['single']:.2f} |")
+    lines += [
+        "",
+        f"Diversity kept above {pop['min_pair_js']} nats (`min_pair_js`): {pop['collapses']} members replaced for "
+        f"sitting closer than that to another; every copy perturbed to >= the threshold from its donor "
+        f"(JS to donor: {', '.join(f'{v:.4f}' for v in pop['copies_js_to_donor']) or '-'}). The table's JS figures "
+        "are measured when each interval ends, before that round's replacements.",
+        "",
+        "| PBT interval | total env steps | best | mean | diversity (mean pairwise JS, nats) | closest pair | "
+        "pairs below threshold | wall s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for p in pop["curve"]:
+        lines.append(
+            f"| {p['interval']} | {p['env_steps']} | {p['best_success']:.2f} | {p['mean_success']:.2f} | "
+            f"{p['diversity_js']:.4f} | {p['min_pair_js']:.4f} | {p['pairs_below_threshold']} | {p['wall_s']:.0f} |"
+        )
+    return lines
+
+
 def markdown(results: dict[str, Any]) -> str:
     lines = [
         f"# Scale-out (one run, {results['machine']['cpus']} cores shared with other jobs; "
@@ -421,34 +481,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"{p['rollout_steps_per_s']:.0f} | {p['update_s']:.3f} | {p['update_steps_per_s']:.0f} | "
             f"{100 * p['learner_share']:.0f}% |"
         )
-    pop = results["population"]
-    single = results["single_learner"]
-    lines += [
-        "",
-        f"## Population: PBT with {pop['members']} members vs one learner, hard reach "
-        "(delay 1..3 per episode, distance_threshold 0.02 m), same total env steps",
-        "",
-        f"PBT: {pop['members']} members x {pop['member_steps']} env steps, a round every {pop['interval']} env steps "
-        f"per member, {pop['replaced_per_round']} replaced per round; {pop['exploits']} exploit steps; "
-        f"{pop['wall_s']:.0f} s. One learner: GRPO defaults, {single[-1]['env_steps']} env steps, "
-        f"{single[-1]['train_s']:.0f} s training (+ {single[-1]['wall_s'] - single[-1]['train_s']:.0f} s "
-        f"evaluation). Success: deterministic, {EVAL_EPISODES} fixed episodes.",
-        "",
-        "| comparison | PBT (best member) | one learner |",
-        "|---|---|---|",
-    ]
-    for row in results["comparison"]:
-        lines.append(f"| {row['at']} | {row['pbt']:.2f} | {row['single']:.2f} |")
-    lines += [
-        "",
-        "| PBT interval | total env steps | best | mean | diversity (JS, nats) | wall s |",
-        "|---|---|---|---|---|---|",
-    ]
-    for p in pop["curve"]:
-        lines.append(
-            f"| {p['interval']} | {p['env_steps']} | {p['best_success']:.2f} | {p['mean_success']:.2f} | "
-            f"{p['diversity_js']:.4f} | {p['wall_s']:.0f} |"
-        )
+    lines += population_markdown(results)
     lines += [
         "",
         f"Peak memory: this process {results['peak_rss_mb']['self']:.0f} MB (ru_maxrss); this process and its Ray "
@@ -459,43 +492,19 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--updates", type=int, default=4, help="updates per rollout variant (first is warm-up)")
-    parser.add_argument("--members", type=int, default=8)
-    parser.add_argument("--member-steps", type=int, default=12_000, help="env steps per PBT member")
-    parser.add_argument("--interval", type=int, default=2_400, help="env steps per member between PBT rounds")
-    parser.add_argument("--reduced", default="", help="say what was reduced (written into the report)")
-    args = parser.parse_args()
-    if args.updates <= WARMUP_UPDATES:
-        raise SystemExit(f"--updates must be > {WARMUP_UPDATES} (the first update is a warm-up)")
-    th.set_num_threads(1)
-    load_start = os.getloadavg()[0]
-    ray_options = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-    with PeakRss() as rss:
-        ray.init(num_cpus=ROLLOUT_RAY_CPUS, **ray_options)
-        try:
-            rollouts = run_rollouts(args.updates)
-            for name, r in rollouts.items():
-                print(f"{name}: rollout {r['rollout_s']:.2f} s, update {r['update_s']:.2f} s", flush=True)
-            weights_bytes, group_bytes = payload_sizes(rollouts["ray_1"]["weights"])
-            costs = measure_call_costs(weights_bytes, group_bytes)
-        finally:
-            ray.shutdown()
-        ray_1, ray_2 = rollouts["ray_1"]["weights"], rollouts["ray_2"]["weights"]
-        identical = all(th.equal(ray_1[k], v) for k, v in ray_2.items())
-        same_as_threaded = all(th.equal(rollouts["threaded"]["weights"][k], v) for k, v in ray_1.items())
-        total = args.members * args.member_steps
-        single = single_learner(total, args.interval)
-        print(f"one learner: {single[-1]['success']:.2f} at {single[-1]['env_steps']} env steps", flush=True)
-        storage = RUNS / "scale_out"
-        shutil.rmtree(storage, ignore_errors=True)  # a fresh Tune experiment every run
-        ray.init(num_cpus=CPUS, **ray_options)
-        try:
-            pop = population_run(args.members, args.member_steps, args.interval, storage)
-        finally:
-            ray.shutdown()
-        print(f"PBT: best {pop['best_success']:.2f}, {pop['exploits']} exploits", flush=True)
+def population_part(args: argparse.Namespace, ray_options: dict[str, Any]) -> tuple[list, dict, list]:
+    """Part 3: one learner and the population, given the same total env steps; their comparison."""
+    total = args.members * args.member_steps
+    single = single_learner(total, args.interval)
+    print(f"one learner: {single[-1]['success']:.2f} at {single[-1]['env_steps']} env steps", flush=True)
+    storage = RUNS / "scale_out"
+    shutil.rmtree(storage, ignore_errors=True)  # a fresh Tune experiment every run
+    ray.init(num_cpus=CPUS, **ray_options)
+    try:
+        pop = population_run(args.members, args.member_steps, args.interval, storage, args.min_pair_js)
+    finally:
+        ray.shutdown()
+    print(f"PBT: best {pop['best_success']:.2f}, {pop['exploits']} exploits", flush=True)
     final_pbt = pop["curve"][-1]
     both_running = min(pop["wall_s"], single[-1]["wall_s"])  # wall time both runs reached
     comparison = [
@@ -515,6 +524,71 @@ def main() -> None:
             "single": success_at(single, "env_steps", args.member_steps, "success"),
         },
     ]
+    return single, pop, comparison
+
+
+def population_only(args: argparse.Namespace, ray_options: dict[str, Any]) -> None:
+    """Part 3 alone (``--population-only``): writes scale_out_population.json and .md."""
+    load_start = os.getloadavg()[0]
+    single, pop, comparison = population_part(args, ray_options)
+    results = {
+        "command": "benchmarks/scale_out.py " + " ".join(sys.argv[1:]),
+        "load": [load_start, os.getloadavg()[0]],
+        "single_learner": single,
+        "population": pop,
+        "comparison": comparison,
+    }
+    header = [
+        f"# Scale-out, population part alone (2 cores shared with other jobs; load avg {load_start:.2f} at start, "
+        f"{results['load'][1]:.2f} at end)",
+        "",
+        f"Command: `{results['command']}`",
+    ]
+    text = "\n".join(header + population_markdown(results)) + "\n"
+    RESULTS.mkdir(exist_ok=True)
+    name = "scale_out_population" + ("" if args.min_pair_js == DEFAULT_MIN_PAIR_JS else f"_js{args.min_pair_js:g}")
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2))
+    (RESULTS / f"{name}.md").write_text(text)
+    print(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--updates", type=int, default=4, help="updates per rollout variant (first is warm-up)")
+    parser.add_argument("--members", type=int, default=8)
+    parser.add_argument("--member-steps", type=int, default=12_000, help="env steps per PBT member")
+    parser.add_argument("--interval", type=int, default=2_400, help="env steps per member between PBT rounds")
+    parser.add_argument("--reduced", default="", help="say what was reduced (written into the report)")
+    parser.add_argument("--population-only", action="store_true", help="part 3 alone: scale_out_population.*")
+    parser.add_argument(
+        "--min-pair-js",
+        type=float,
+        default=DEFAULT_MIN_PAIR_JS,
+        help="the population's diversity threshold, nats (a tiny value such as 1e-9 turns diversity keeping off)",
+    )
+    args = parser.parse_args()
+    if args.updates <= WARMUP_UPDATES:
+        raise SystemExit(f"--updates must be > {WARMUP_UPDATES} (the first update is a warm-up)")
+    th.set_num_threads(1)
+    load_start = os.getloadavg()[0]
+    ray_options = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if args.population_only:
+        population_only(args, ray_options)
+        return
+    with PeakRss() as rss:
+        ray.init(num_cpus=ROLLOUT_RAY_CPUS, **ray_options)
+        try:
+            rollouts = run_rollouts(args.updates)
+            for name, r in rollouts.items():
+                print(f"{name}: rollout {r['rollout_s']:.2f} s, update {r['update_s']:.2f} s", flush=True)
+            weights_bytes, group_bytes = payload_sizes(rollouts["ray_1"]["weights"])
+            costs = measure_call_costs(weights_bytes, group_bytes)
+        finally:
+            ray.shutdown()
+        ray_1, ray_2 = rollouts["ray_1"]["weights"], rollouts["ray_2"]["weights"]
+        identical = all(th.equal(ray_1[k], v) for k, v in ray_2.items())
+        same_as_threaded = all(th.equal(rollouts["threaded"]["weights"][k], v) for k, v in ray_1.items())
+        single, pop, comparison = population_part(args, ray_options)
     for r in rollouts.values():
         del r["weights"]
     results = {

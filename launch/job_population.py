@@ -16,7 +16,7 @@ from typing import Any
 from deploy.export.rollouts import closed_loop_success, make_env
 from launch.job_train import RESERVED as TRAIN_RESERVED
 from launch.jobs import write_resolved
-from launch.training import EVAL_SEED_BASE, check_hyperparameters, env_kwargs_from, shipped_action
+from launch.training import EVAL_SEED_BASE, check_hyperparameters, env_kwargs_as_data, env_kwargs_from, shipped_action
 
 MUTATED_KEYS = ("learning_rate", "clip_range", "group_size", "ent_coef")
 RESERVED = (*TRAIN_RESERVED, *MUTATED_KEYS)  # what the job sets itself, and what PBT mutates
@@ -107,17 +107,19 @@ def population(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             group_size=tuple(mutations["group_size"]),
         ),
         cpus_per_member=config["cpus_per_member"],
+        min_pair_js=config["min_pair_js"],
         seed=config["seed"],
     )
-    probe_env = make_env(env_id, env_kwargs)
+    member_env_kwargs = env_kwargs_as_data(env_id, env_kwargs)  # members build envs on any machine: data, no path
+    probe_env = make_env(env_id, member_env_kwargs)
     probes = probe_states(probe_env, config["diversity_states"], PROBE_SEED)
     probe_env.close()
     start = time.perf_counter()
-    with ray_connection(config["scale"]["address"]):
+    with ray_connection(config["scale"]["address"], config["scale"]["auth_token_file"]):
         result = train_population(
             pbt,
-            MemberBuilder(env_id, env_kwargs, hyper, config["envs_per_update"]),
-            SuccessEvaluator(env_id, env_kwargs, config["eval_episodes"]),
+            MemberBuilder(env_id, member_env_kwargs, hyper, config["envs_per_update"]),
+            SuccessEvaluator(env_id, member_env_kwargs, config["eval_episodes"]),
             probes,
             run_dir / "population_log.jsonl",
         )
@@ -135,7 +137,10 @@ def population(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "best_success": result.best_success,
         "best_hyperparameters": result.best_hyperparameters,
         "exploits": len(result.exploits),
+        "collapses": len(result.collapses),
+        "min_pair_js": config["min_pair_js"],
         "diversity_js": [round(r["diversity_js"], 6) for r in result.intervals],
+        "closest_pair_js": [round(r["min_pair_js"], 6) for r in result.intervals],
         "members_final": result.members,
         "model": str(run_dir / "model.zip"),
     }

@@ -16,6 +16,7 @@ from launch.train_backends import BACKENDS
 from launch.training import (
     SuccessEvalCallback,
     check_hyperparameters,
+    env_kwargs_as_data,
     env_kwargs_from,
     safety_filter_check,
     shipped_action,
@@ -35,8 +36,9 @@ def train(config: dict[str, Any], run_dir: Path, progress_bar: bool = True) -> d
     hyper = dict(section["hyperparameters"])
     check_hyperparameters(GRPO, hyper, RESERVED)
     env_id, env_kwargs = config["env"]["id"], env_kwargs_from(config["env"])
-    # A callable, not the id: make_vec_env would ask the env for an rgb_array render mode it has no use for.
-    env_factory = functools.partial(make_env, env_id, env_kwargs)
+    # A callable, not the id: make_vec_env would ask the env for an rgb_array render mode it has no use for. The
+    # robot spec travels inside it as data (Ray workers resolve no path of this machine).
+    env_factory = functools.partial(make_env, env_id, env_kwargs_as_data(env_id, env_kwargs))
     backend = BACKENDS[config["scale"]["backend"]](env_factory, config["scale"], section["env_threads"])
     try:
         return _train(config, run_dir, progress_bar, backend, backend.build_model(hyper, section["seed"], run_dir))

@@ -97,6 +97,12 @@ SCALE = Section(
         "address": Field(
             "str", None, nullable=True, doc="Ray head (host:port of `ray start --head`); null = a local Ray"
         ),
+        "auth_token_file": Field(
+            "path",
+            None,
+            nullable=True,
+            doc="the cluster's Ray token file; null = RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token",
+        ),
     },
     doc="where the rollouts run (see README: running on a cluster)",
 )
@@ -163,10 +169,19 @@ SCHEMAS: dict[str, Section] = {
             "hyperparameters": Field("mapping", {}, doc="fixed GRPO arguments of every member"),
             "eval_episodes": Field("int", 30, low=1, doc="deterministic episodes per member and interval (score)"),
             "diversity_states": Field("int", 64, low=2, doc="probe states of the diversity figure"),
+            # robot_grpo.scale.population.DEFAULT_MIN_PAIR_JS (a test checks it; this module imports no Ray)
+            "min_pair_js": Field(
+                "float",
+                0.001,
+                low=1e-6,
+                high=0.69,
+                doc="nats: a member closer than this to another is replaced and perturbed away from it",
+            ),
             "cpus_per_member": Field("float", 1.0, low=0.1, high=64.0, doc="CPUs Tune reserves per member"),
             "seed": Field("int", 0, low=0),
             "scale": Section(
-                {"address": SCALE.fields["address"]}, doc="the Ray cluster the members run on (null = local)"
+                {"address": SCALE.fields["address"], "auth_token_file": SCALE.fields["auth_token_file"]},
+                doc="the Ray cluster the members run on (null = local)",
             ),
             "output": Field("path", "runs"),
         }
@@ -354,7 +369,7 @@ def _check_consistency(job: str, resolved: dict[str, Any]) -> None:
         )
     scale = resolved.get("scale")
     if job == "train" and scale["backend"] != "ray":
-        for key in ("workers", "address"):
+        for key in ("workers", "address", "auth_token_file"):
             if scale[key] is not None:
                 raise LaunchError(
                     f"'scale.{key}' is only used with scale.backend=ray (got backend {scale['backend']!r})"

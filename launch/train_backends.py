@@ -89,7 +89,7 @@ class RayBackend:
         from robot_grpo.scale.distributed_grpo import DistributedGRPO
         from robot_grpo.scale.pool import RolloutWorkerPool
 
-        self._stack.enter_context(ray_connection(self.scale["address"]))
+        self._stack.enter_context(ray_connection(self.scale["address"], self.scale["auth_token_file"]))
         workers = self.scale["workers"] or int(ray.cluster_resources().get("CPU", 1))
         group_size, _ = group_size_and_groups(hyperparameters)
         self.pool = RolloutWorkerPool(self.env_factory, group_size, workers)

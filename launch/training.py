@@ -29,6 +29,20 @@ def env_kwargs_from(env_section: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+def env_kwargs_as_data(env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``env_kwargs`` with the robot spec loaded here, on the driver, for envs built elsewhere (Ray workers, Tune
+    members): they get the spec's data, never a path that would be resolved in their own folder or machine.
+
+    :param env_id: registered env id (only DelayedFetchReach-v0 takes a spec).
+    :param env_kwargs: from :func:`env_kwargs_from`; its ``spec`` is a file path or absent (the default spec).
+    """
+    if env_id != "DelayedFetchReach-v0":
+        return dict(env_kwargs)
+    from deploy.robot_spec import as_robot_spec
+
+    return {**env_kwargs, "spec": as_robot_spec(env_kwargs.get("spec"))}
+
+
 def check_hyperparameters(algo_class: type, hyperparameters: dict[str, Any], reserved: tuple[str, ...]) -> None:
     """Refuse launch-file hyperparameters the algorithm does not take (never print-and-ignore)."""
     params = inspect.signature(algo_class.__init__).parameters

@@ -112,7 +112,8 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
     :param policy_kwargs: extra policy arguments (net_arch, activation_fn, log_std_init, norm_clip, ...).
     :param verbose: 0 silent, 1 training info.
     :param seed: seed of python, numpy, torch, the env and the hindsight goal sampler.
-    :param device: torch device ("cpu" is fastest for these small networks).
+    :param device: torch device of the learner: "cpu" (the default: fastest for these small networks at the default
+        batch), "cuda", or "auto" (CUDA when this process has one: large batches, e.g. many Ray workers' groups).
     :param _init_setup_model: build the networks now (False when loading).
     """
 
@@ -373,7 +374,8 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
         and the training rows (advantages, hindsight). ``normalize`` maps stored (original) observations to what
         the policy sees under a VecNormalize (None: the identity)."""
         flat_rows = rollout_buffer.observations.reshape(-1, rollout_buffer.obs_dim)
-        self.policy.update_normalizer(th.as_tensor(flat_rows if normalize is None else normalize(flat_rows)))
+        rows = flat_rows if normalize is None else normalize(flat_rows)
+        self.policy.update_normalizer(th.as_tensor(rows, device=self.device))  # the normalizer lives on the device
         compute_reward = self._compute_reward if is_goal else None
         ref_policy = self.ref_policy if self.beta > 0 else None  # no reference term: do not even score it
         self._rollout_stats = rollout_buffer.compute(self.policy, ref_policy, compute_reward, self._rng, normalize)

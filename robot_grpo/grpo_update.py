@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch as th
 from stable_baselines3.common.logger import Logger
 
@@ -19,6 +18,7 @@ from robot_grpo.buffers import GroupRolloutSamples, minibatches
 from robot_grpo.losses import ExtraLossTerm, clip_fraction, grpo_loss
 from robot_grpo.stability import (
     KL_EARLY_STOP,
+    KL_OK,
     KL_ROLLBACK,
     LastGood,
     NonFiniteError,
@@ -104,17 +104,24 @@ class ClippedGroupUpdate:
     def _update(
         self, rows: GroupRolloutSamples, extra_loss_terms: Sequence[ExtraLossTerm], generator: th.Generator
     ) -> dict[str, float]:
-        """Clipped-ratio epochs over ``rows`` with KL guards (early stop, rollback); returns the logged values."""
+        """Clipped-ratio epochs over ``rows`` with KL guards (early stop, rollback); returns the logged values.
+
+        Per minibatch the loop reads nothing back from the device but one finiteness flag (loss and gradient norm
+        together); the logged values stay tensors until the update ends, and the KL guards (which need the
+        minibatch's approx KL at once, and a copy of the weights per epoch) run only when ``target_kl`` is set.
+        """
         self.policy.set_training_mode(True)
         lr = self._set_lr()
         clip_low = self.clip_range_schedule(self._current_progress_remaining)
         clip_high = self.clip_range_high_schedule(self._current_progress_remaining)
+        guard_kl = self.target_kl is not None
         last_good = LastGood()
-        logs: dict[str, list[float]] = {"approx_kl": [], "clip_fraction": [], "grad_norm": []}
+        logs: dict[str, list[th.Tensor]] = {"approx_kl": [], "clip_fraction": [], "grad_norm": []}
         entropy = self.policy.entropy()
         early_stop, rolled_back, epochs_done = False, False, 0
         for epoch in range(self.n_epochs):
-            last_good.capture(self.policy, self.policy.optimizer)
+            if guard_kl:
+                last_good.capture(self.policy, self.policy.optimizer)
             for batch in minibatches(rows, self.batch_size, generator):
                 step = grpo_loss(
                     self.policy,
@@ -128,7 +135,7 @@ class ClippedGroupUpdate:
                     self.dual_clip,
                 )
                 entropy = step.terms["entropy"]
-                verdict = kl_verdict(float(step.approx_kl.detach()), self.target_kl)
+                verdict = kl_verdict(float(step.approx_kl.detach()), self.target_kl) if guard_kl else KL_OK
                 if verdict == KL_ROLLBACK:  # restore the last good weights, halve the lr, end the update
                     last_good.restore(self.policy, self.policy.optimizer)
                     self._lr_factor *= ROLLBACK_LR_FACTOR
@@ -140,33 +147,30 @@ class ClippedGroupUpdate:
                     early_stop = True
                     break
                 terms = step.terms
-                bad = first_nonfinite(terms)
-                if bad is not None:
-                    self._raise_nonfinite(bad, batch, terms, epoch)
                 self.policy.optimizer.zero_grad(set_to_none=True)
                 terms["loss"].backward()
                 grad_norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-                if not bool(th.isfinite(grad_norm)):
-                    self._raise_nonfinite(
-                        first_nonfinite_grad(self.policy.named_parameters()) or "grad_norm", batch, terms, epoch
-                    )
+                if not bool(th.isfinite(terms["loss"].detach()) & th.isfinite(grad_norm)):  # the weights are untouched
+                    bad = first_nonfinite(terms) or first_nonfinite_grad(self.policy.named_parameters()) or "grad_norm"
+                    self._raise_nonfinite(bad, batch, terms, epoch)
                 self.policy.optimizer.step()
-                logs["approx_kl"].append(float(step.approx_kl.detach()))
-                logs["clip_fraction"].append(float(clip_fraction(step.ratio, clip_low, clip_high)))
-                logs["grad_norm"].append(float(grad_norm))
+                logs["approx_kl"].append(step.approx_kl.detach())
+                logs["clip_fraction"].append(clip_fraction(step.ratio.detach(), clip_low, clip_high))
+                logs["grad_norm"].append(grad_norm.detach())
                 for key, value in terms.items():  # losses, kl_ref (when beta > 0), extra terms; entropy logged below
                     if key != "entropy":
-                        logs.setdefault(key, []).append(float(value.detach()))
+                        logs.setdefault(key, []).append(value.detach())
             if early_stop or rolled_back:
                 break
             epochs_done += 1
 
         self._n_updates += 1
         self._bound_log_std()  # after every update, fine-tuning's too
-        if self.adaptive_beta and logs.get("kl_ref"):
+        means = {key: float(th.stack(values).double().mean()) for key, values in logs.items() if values}
+        if self.adaptive_beta and "kl_ref" in means:
             assert self.target_kl is not None
-            self.beta = adapted_beta(self.beta, float(np.mean(logs["kl_ref"])), self.target_kl)
-        record = {f"train/{key}": float(np.mean(values)) for key, values in logs.items() if values}
+            self.beta = adapted_beta(self.beta, means["kl_ref"], self.target_kl)
+        record = {f"train/{key}": value for key, value in means.items()}
         record.update(
             {
                 "train/entropy_loss": -float(entropy.detach()),  # SB3's key and sign

@@ -83,6 +83,44 @@ def mean_pairwise_js(means: list[np.ndarray], log_stds: list[np.ndarray]) -> flo
     return float(np.mean([gaussian_js(means[i], log_stds[i], means[j], log_stds[j]).mean() for i, j in pairs]))
 
 
+def pairwise_js(means: list[np.ndarray], log_stds: list[np.ndarray]) -> np.ndarray:
+    """Symmetric ``[N, N]`` matrix of the members' JS divergence (nats), each the mean over the probe states.
+
+    :param means: per member, the action means at the probe states ``[S, A]``.
+    :param log_stds: per member, the log standard deviations ``[A]``.
+    """
+    if len(means) != len(log_stds):
+        raise ValueError(f"{len(means)} mean arrays but {len(log_stds)} log-std arrays")
+    n = len(means)
+    matrix = np.zeros((n, n))
+    for i, j in combinations(range(n), 2):
+        matrix[i, j] = matrix[j, i] = gaussian_js(means[i], log_stds[i], means[j], log_stds[j]).mean()
+    return matrix
+
+
+def collapsed_members(js: np.ndarray, scores: list[float], min_pair_js: float) -> list[tuple[int, int, float]]:
+    """Members whose action law sits closer than ``min_pair_js`` to another's: the weaker copy of each such pair.
+
+    Pairs are visited from the closest; a member already named is not named again, and neither is its partner
+    counted twice. The weaker member (lower score; the later index on a tie) is the copy.
+
+    :param js: the ``[N, N]`` matrix of :func:`pairwise_js`.
+    :param scores: the members' scores (higher is better).
+    :param min_pair_js: nats; pairs below it are collapsed.
+    :return: ``(copy, kept partner, JS)`` per collapsed member, closest pair first.
+    """
+    pairs = sorted((js[i, j], i, j) for i, j in combinations(range(len(scores)), 2) if js[i, j] < min_pair_js)
+    named: set[int] = set()
+    out = []
+    for value, i, j in pairs:
+        copy, kept = (j, i) if scores[j] <= scores[i] else (i, j)
+        if copy in named or kept in named:
+            continue
+        named.add(copy)
+        out.append((copy, kept, float(value)))
+    return out
+
+
 def probe_states(env: gym.Env, n_states: int, seed: int, max_random_steps: int = 10) -> np.ndarray:
     """A fixed set of flat observations ``[n_states, obs_dim]`` to compare policies on.
 

@@ -3,7 +3,8 @@
 Each Tune step trains ``interval_timesteps`` env steps, evaluates the deterministic policy (the PBT score) and
 reports the member's action law on the probe states (for the population's diversity figure). A member that PBT
 tells to copy another loads that member's checkpoint (weights, optimizer, counters) into its own group layout
-and reseeds, so it explores with its own noise from there on.
+and reseeds, so it explores with its own noise from there on; its weights are then perturbed until its action law is
+``min_pair_js`` away from the donor's (:mod:`robot_grpo.scale.weight_perturbation`), so it is not a copy.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ray import tune
 from stable_baselines3.common.vec_env import VecEnv
 
 from robot_grpo.grpo import GRPO
+from robot_grpo.scale.weight_perturbation import perturb_until_distinct
 
 MUTATED = ("learning_rate", "clip_range", "group_size", "ent_coef")
 METRIC = "success"  # deterministic success rate of a member's policy, 0..1
@@ -67,9 +69,12 @@ class GRPOMember(tune.Trainable):
         probe_states: np.ndarray,
         interval_timesteps: int,
         base_seed: int,
+        min_pair_js: float,
     ) -> None:
         self._build, self._evaluate = build_model, evaluate
-        self._probe = th.as_tensor(probe_states, dtype=th.float32)
+        self._probe_states = np.asarray(probe_states, dtype=np.float32)
+        self._probe = th.as_tensor(self._probe_states)
+        self._min_pair_js = min_pair_js
         self._interval, self._base_seed = interval_timesteps, base_seed
         self.model: GRPO | None = None
         self._start(config)
@@ -120,12 +125,15 @@ class GRPOMember(tune.Trainable):
         # this member's envs and group layout (built for its config by reset_config), the checkpoint's weights
         layout = {key: getattr(self.model, key) for key in (*MUTATED, "n_groups")}
         self.model = GRPO.load(folder / MODEL_FILE, env=self.model.env, device="cpu", custom_objects=layout)
-        self.model.set_random_seed(member_seed(self._base_seed, self.trial_id, self.iteration))
+        seed = member_seed(self._base_seed, self.trial_id, self.iteration)
+        self.model.set_random_seed(seed)
         if info["member"] != self.trial_id:
+            moved = perturb_until_distinct(self.model.policy, self._probe_states, self._min_pair_js, seed)
             self._exploited = {
                 "from": info["member"],
                 "donor_hyperparameters": info["hyperparameters"],
                 "hyperparameters": dict(self.hyperparameters),
+                "perturbation": moved._asdict(),
             }
 
     def _close_env(self) -> None:

@@ -13,6 +13,13 @@ interval, with the population's diversity: the mean pairwise Jensen-Shannon dive
 laws on fixed probe states (:mod:`robot_grpo.scale.diversity`). PBT's pairing and explore draws come from a
 random stream of the run's own (:class:`SeededPBT`) and the members' seeds from their places in the population,
 so two runs of one config on one machine repeat.
+
+The population keeps its diversity (:class:`SeededPBT`): at every round, a member whose action law lies closer
+than ``min_pair_js`` to another's (the weaker of the pair) is replaced as the bottom members are, and every
+member that copies another is perturbed until it is ``min_pair_js`` away from its donor
+(:mod:`robot_grpo.scale.weight_perturbation`): no round ends with two copies of one policy. The default threshold,
+0.001 nats, is two thirds of the population's mean pairwise JS at its most uniform in the hard reach benchmark
+(see ``DEFAULT_MIN_PAIR_JS``).
 """
 
 from __future__ import annotations
@@ -29,12 +36,26 @@ import numpy as np
 from ray import tune
 from ray.tune.schedulers import PopulationBasedTraining
 
+from robot_grpo.scale.diversity import collapsed_members, pairwise_js
 from robot_grpo.scale.pbt_log import PopulationLog
 from robot_grpo.scale.pbt_member import METRIC, MODEL_FILE, Evaluator, GRPOMember, ModelBuilder
 
 DEFAULT_QUANTILE_FRACTION = 0.15  # ceil(0.15 N): 2 of 10 members replaced (20%)
 DEFAULT_RESAMPLE_PROBABILITY = 0.25  # Tune's default: explore draws afresh instead of perturbing
 DEFAULT_PERTURBATION_FACTORS = (1.2, 0.8)
+# Nats. Measured on the hard reach (benchmarks/scale_out.py, 8 members, 2,400 env steps per member and interval):
+# without any diversity keeping the population's mean pairwise JS was 0.0015 after the first interval and
+# 0.003-0.009 after the next four (exploited members start as exact copies: 0). Members start from nearly one law
+# (the output layer's small init puts every mean near 0 with the same std), so after the first interval 5 of 28
+# pairs sat below 0.001 (closest 0.0006); in the runs with the threshold acting, every later interval's closest
+# pair was above 0.0024. 0.001 is two thirds of the population's spread at its most uniform: a pair closer than that
+# is one policy twice (a copy, or two members that collapsed onto one), while members that trained apart stay above.
+DEFAULT_MIN_PAIR_JS = 0.001
+# A pair below the threshold is a collapse only in a population that has spread out: while the mean pairwise JS is
+# under this multiple of the threshold (all members still near their common initial law, as after the first
+# interval of the hard reach: mean 0.0015), replacing the "closest" members by copies of the best would only make
+# the population more alike (without this rule 4 of 8 members were replaced after the first interval).
+COLLAPSE_SPREAD_FACTOR = 2.0
 TIME_ATTR = "timesteps_total"  # perturbation intervals are counted in env steps (Tune sums timesteps_this_iter)
 
 
@@ -47,10 +68,51 @@ class SeededPBT(PopulationBasedTraining):
     swaps the run's own states in and out.
     """
 
-    def __init__(self, *args: Any, seed: int, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, seed: int, min_pair_js: float, log: PopulationLog | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._python_state = random.Random(seed).getstate()
         self._numpy_state = np.random.RandomState(seed).get_state()
+        self.min_pair_js = min_pair_js
+        self._log = log
+
+    def _quantiles(self) -> tuple[list[Any], list[Any]]:
+        """Tune's bottom and top members, plus the weaker member of every pair closer than ``min_pair_js``.
+
+        A collapsed member joins the bottom: it copies a top member and is perturbed away from it
+        (``GRPOMember.load_checkpoint``). A top member is never moved (both of a pair at the top stay). Nothing is
+        flagged while the population's mean pairwise JS is below ``COLLAPSE_SPREAD_FACTOR * min_pair_js``.
+        """
+        lower, upper = super()._quantiles()
+        trials = sorted(
+            (t for t, s in self._trial_state.items() if s.last_result and "probe_mean" in s.last_result),
+            key=lambda t: t.trial_id,
+        )
+        if len(trials) < 2:
+            return lower, upper
+        results = [self._trial_state[t].last_result for t in trials]
+        js = pairwise_js(
+            [np.asarray(r["probe_mean"]) for r in results], [np.asarray(r["probe_log_std"]) for r in results]
+        )
+        if js[np.triu_indices(len(trials), k=1)].mean() < COLLAPSE_SPREAD_FACTOR * self.min_pair_js:
+            return lower, upper  # the whole population is still near its common initial law: nobody copied anyone
+        for copy, kept, value in collapsed_members(js, [r[METRIC] for r in results], self.min_pair_js):
+            trial = trials[copy]
+            if trial in lower or trial in upper or trial.is_finished():
+                continue
+            lower.append(trial)
+            record = {
+                "event": "collapse",
+                "interval": int(results[copy]["training_iteration"]),
+                "member": trial.trial_id,
+                "close_to": trials[kept].trial_id,
+                "js": value,
+                "min_pair_js": self.min_pair_js,
+            }
+            if self._log is not None:
+                self._log.collapse(record)
+        return lower, upper
 
     @contextmanager
     def _own_random_streams(self) -> Iterator[None]:
@@ -132,6 +194,8 @@ class PopulationConfig:
     :param perturbation_factors: multipliers of a perturbed float.
     :param mutations: ranges of the mutated hyperparameters.
     :param cpus_per_member: CPUs Tune reserves per member (members step their envs on one thread).
+    :param min_pair_js: nats; a member closer than this to another (the weaker of the two) is replaced and
+        perturbed, and every copy is perturbed at least this far from its donor (see the module docstring).
     :param seed: seed of the initial draws, the members' own seeds and PBT's pairing.
     :param name: experiment name under ``storage_path``.
     """
@@ -145,6 +209,7 @@ class PopulationConfig:
     perturbation_factors: tuple[float, float] = DEFAULT_PERTURBATION_FACTORS
     mutations: Mutations = field(default_factory=Mutations)
     cpus_per_member: float = 1.0
+    min_pair_js: float = DEFAULT_MIN_PAIR_JS
     seed: int = 0
     name: str = "pbt"
 
@@ -158,6 +223,8 @@ class PopulationConfig:
             )
         if not 0 < self.quantile_fraction <= 0.5:
             raise ValueError(f"quantile_fraction must be in (0, 0.5], got {self.quantile_fraction}")
+        if not 0.0 < self.min_pair_js < math.log(2.0):
+            raise ValueError(f"min_pair_js must be in (0, ln 2 = 0.693) nats, got {self.min_pair_js}")
         if not Path(self.storage_path).is_absolute():
             raise ValueError(f"storage_path must be absolute (Tune's requirement), got {self.storage_path!r}")
 
@@ -176,6 +243,7 @@ class PopulationResult:
     best_hyperparameters: dict[str, Any]
     members: list[dict[str, Any]]  # per member: id, final success, env steps, hyperparameters
     exploits: list[dict[str, Any]]
+    collapses: list[dict[str, Any]]  # members replaced because they sat closer than min_pair_js to another
     intervals: list[dict[str, Any]]
     total_env_steps: int
 
@@ -199,8 +267,11 @@ def train_population(
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
     mutations = config.mutations
+    log = PopulationLog(log_path, config.members, config.min_pair_js)
     scheduler = SeededPBT(
         seed=config.seed,
+        min_pair_js=config.min_pair_js,
+        log=log,
         time_attr=TIME_ATTR,
         metric=METRIC,
         mode="max",
@@ -220,10 +291,10 @@ def train_population(
             probe_states=probe_states,
             interval_timesteps=config.interval_timesteps,
             base_seed=config.seed,
+            min_pair_js=config.min_pair_js,
         ),
         {"cpu": config.cpus_per_member},
     )
-    log = PopulationLog(log_path, config.members)
     tuner = Tuner(
         trainable,
         param_space=mutations.search_space(),
@@ -265,6 +336,7 @@ def train_population(
         best_hyperparameters=dict(best.metrics["hyperparameters"]),
         members=members,
         exploits=log.exploits,
+        collapses=log.collapses,
         intervals=log.intervals,
         total_env_steps=log.env_steps,
     )

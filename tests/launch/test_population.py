@@ -15,6 +15,7 @@ from launch.schema import LaunchError
 from robot_grpo.scale.pbt_member import member_index
 
 MEMBERS, ENVS, INTERVALS = 4, 24, 3
+THRESHOLD = 0.001  # the launch default (nats)
 INTERVAL = ENVS * 50  # one update of 24 PointReach envs x 50 steps
 
 
@@ -49,7 +50,7 @@ def population_run(tmp_path_factory: pytest.TempPathFactory, local_ray) -> Path:
 def by_member_index(record: dict) -> dict:
     """A log record without its timing, with Tune's trial ids (a random prefix per run) as member indices."""
     out = {key: value for key, value in record.items() if key != "elapsed_s"}
-    for key in ("member", "from"):
+    for key in ("member", "from", "close_to"):
         if key in out:
             out[key] = member_index(out[key])
     if record["event"] == "interval":
@@ -67,15 +68,21 @@ def test_population_exploits_and_logs_it(population_run: Path):
         assert event["from"] != event["member"]
         assert set(event["hyperparameters"]) == {"learning_rate", "clip_range", "group_size", "ent_coef"}
         assert event["hyperparameters"]["group_size"] in (4, 6, 8)
+        assert event["perturbation"]["js_to_donor"] >= THRESHOLD  # a copy is moved away from its donor
     assert [r["interval"] for r in intervals] == list(range(1, INTERVALS + 1))
     for record in intervals:
         assert len(record["success"]) == MEMBERS
         assert 0.0 < record["diversity_js"] < 0.6932  # distinct policies, below ln 2
+        assert record["threshold_js"] == THRESHOLD and 0.0 <= record["min_pair_js"] <= record["diversity_js"]
+        assert record["pairs_below_threshold"] == 0 or any(
+            c["interval"] == record["interval"] for c in records if c["event"] == "collapse"
+        )  # a pair below the threshold is acted on in the round that follows its interval
     totals = [r["env_steps_total"] for r in intervals]
     assert totals == [MEMBERS * INTERVAL * (k + 1) for k in range(INTERVALS)]  # equal steps whatever the group size
     summary = json.loads((population_run / "population_summary.json").read_text())
     assert summary["total_env_steps"] == totals[-1]
     assert summary["exploits"] == len(exploits) and summary["replaced_per_round"] == 1  # ceil(0.15 * 4)
+    assert summary["collapses"] == sum(r["event"] == "collapse" for r in records)
     assert summary["total_env_steps"] == MEMBERS * INTERVALS * INTERVAL
 
 
@@ -95,6 +102,12 @@ def test_the_best_member_exports_to_a_valid_policy_package(population_run: Path,
     package = load_package(export(config))
     assert package.manifest["provenance"]["algorithm"] == "GRPO"
     assert package.manifest["provenance"]["checkpoint"] == str(population_run / "model.zip")
+
+
+def test_the_launch_default_threshold_is_the_populations():
+    from robot_grpo.scale.population import DEFAULT_MIN_PAIR_JS
+
+    assert validate_launch({"job": "population"})["min_pair_js"] == DEFAULT_MIN_PAIR_JS == THRESHOLD
 
 
 def test_population_configs_are_checked():

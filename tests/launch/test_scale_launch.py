@@ -40,7 +40,12 @@ def test_bad_scale_sections_name_the_key(data, message):
 
 
 def test_the_default_backend_is_threaded():
-    assert validate_launch({"job": "train"})["scale"] == {"backend": "threaded", "workers": None, "address": None}
+    assert validate_launch({"job": "train"})["scale"] == {
+        "backend": "threaded",
+        "workers": None,
+        "address": None,
+        "auth_token_file": None,
+    }
 
 
 @pytest.mark.usefixtures("local_ray")

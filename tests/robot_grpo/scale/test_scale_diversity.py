@@ -9,7 +9,7 @@ import pytest
 
 import envs  # noqa: F401  (registers the ids)
 from deploy.export.rollouts import make_env
-from robot_grpo.scale.diversity import gaussian_js, mean_pairwise_js, probe_states
+from robot_grpo.scale.diversity import collapsed_members, gaussian_js, mean_pairwise_js, pairwise_js, probe_states
 
 LN2 = math.log(2.0)
 
@@ -66,3 +66,33 @@ def test_probe_states_are_fixed_and_cover_steps_into_episodes():
     obs_dim = sum(v.size for v in env.observation_space.sample().values())
     assert a.shape == (12, obs_dim) and a.dtype == np.float32
     assert not np.array_equal(a[0, :3], a[5, :3])  # state 5 is 5 random steps (4 applied: delay 1) from its start
+
+
+def test_pairwise_js_is_a_symmetric_matrix_of_the_pair_means():
+    rng = np.random.default_rng(1)
+    means = [rng.normal(size=(4, 2)) for _ in range(3)]
+    log_stds = [np.log([0.5, 0.4])] * 3
+    matrix = pairwise_js(means, log_stds)
+    assert matrix.shape == (3, 3) and np.all(np.diag(matrix) == 0.0)
+    np.testing.assert_allclose(matrix, matrix.T)
+    assert matrix[0, 2] == pytest.approx(gaussian_js(means[0], log_stds[0], means[2], log_stds[2]).mean())
+    assert mean_pairwise_js(means, log_stds) == pytest.approx(matrix[np.triu_indices(3, k=1)].mean())
+
+
+def test_the_weaker_member_of_a_collapsed_pair_is_named_once():
+    # members 0 and 1 sit 0.0001 apart, 2 and 3 0.0005 apart, every other pair 0.01
+    js = np.full((4, 4), 0.01)
+    np.fill_diagonal(js, 0.0)
+    js[0, 1] = js[1, 0] = 0.0001
+    js[2, 3] = js[3, 2] = 0.0005
+    scores = [0.5, 0.9, 0.3, 0.3]
+    # 0 is weaker than 1; 2 and 3 tie: the later index is the copy
+    assert collapsed_members(js, scores, 0.001) == [(0, 1, 0.0001), (3, 2, 0.0005)]
+    assert collapsed_members(js, scores, 0.0003) == [(0, 1, 0.0001)]
+    assert collapsed_members(js, scores, 0.00005) == []
+
+
+def test_a_member_close_to_two_others_is_named_by_its_closest_pair_only():
+    js = np.array([[0.0, 0.0001, 0.0002], [0.0001, 0.0, 0.01], [0.0002, 0.01, 0.0]])
+    # 0-1 first: 0 (weaker) is the copy; 0-2 involves 0 again and is skipped
+    assert collapsed_members(js, [0.1, 0.2, 0.3], 0.001) == [(0, 1, 0.0001)]
