@@ -47,6 +47,7 @@ ACTION_DIM = 4  # FetchReach's command: dx, dy, dz, gripper (ignored: blocked)
 PARTNER_DIM = 3
 MAX_GOAL_RANGE_M = 0.3
 VIOLATION_SEPARATION, VIOLATION_CONTACT = "separation", "contact"
+AGENTS = tuple(f"arm_{i}" for i in range(N_ARMS))  # agent names (PettingZoo's possible_agents; the learner reads them)
 
 
 @dataclass
@@ -110,6 +111,7 @@ class TwoArmCellEnv(gym.Env):
         if max_episode_steps < 1:
             raise ValueError(f"max_episode_steps must be >= 1 control step, got {max_episode_steps}")
         self.robot_spec = robot_spec
+        self.possible_agents = list(AGENTS)
         self.distance_threshold = float(distance_threshold)
         self.min_separation_m = float(min_separation_m)
         self.min_goal_gap_m = self.min_separation_m + 2 * self.distance_threshold

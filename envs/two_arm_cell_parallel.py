@@ -16,9 +16,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from envs.two_arm_cell import ACTION_DIM, N_ARMS, CellSnapshot, TwoArmCellEnv
-
-AGENTS = tuple(f"arm_{i}" for i in range(N_ARMS))
+from envs.two_arm_cell import ACTION_DIM, AGENTS, CellSnapshot, TwoArmCellEnv
 
 
 class TwoArmCellParallelEnv(ParallelEnv):
