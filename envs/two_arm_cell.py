@@ -20,6 +20,12 @@ This is the one implementation; ``envs.two_arm_cell_parallel`` gives it PettingZ
   ``end_on_violation=False`` the arms instead freeze where they were and the episode runs on to the time limit
   as a failure (reward -1, is_success 0, the violation reported at every step): GRPO's groups need every member
   to run the whole episode.
+- Proximity term (a training signal, off by default): with ``proximity_coef`` > 0 every step also earns
+  ``-proximity_coef * (min_separation_m + proximity_margin_m - closest) / proximity_margin_m`` when the grippers came
+  closer than ``min_separation_m + proximity_margin_m`` during it (closest: the smallest distance over its
+  substeps; frozen arms keep theirs), reported as ``info["reward_offset"]``: the part of the reward no goal changes,
+  which hindsight keeps. The sparse team reward alone ranks a member that brushed past the partner the same as one
+  that kept clear, and a group in which every member collides teaches nothing; the term gives such groups a slope.
 - Snapshot: ``snapshot()`` / ``reset(options={"snapshot": s})`` capture and restore physics, both goals, both
   delay lines and delays, the step count, the violation, the RNG and the last observation: bit-exact replay.
 """
@@ -61,6 +67,7 @@ class CellSnapshot:
     elapsed_steps: int
     violation: str | None
     closest_m: float
+    step_closest_m: float
     rng_state: dict[str, Any]
     observation: dict[str, np.ndarray] | None
 
@@ -76,6 +83,8 @@ class TwoArmCellEnv(gym.Env):
     :param min_separation_m: the smallest allowed distance between the gripper centres, metres.
     :param end_on_violation: a violation terminates the episode (True) or freezes the arms until the time limit.
     :param start_gap_m: distance between the grippers' start positions, metres.
+    :param proximity_coef: reward per step at the separation limit from the proximity term (>= 0; 0: off).
+    :param proximity_margin_m: width of the band above ``min_separation_m`` where the term starts, metres.
     :param max_episode_steps: episode length in control steps.
     :param spec: robot spec (``RobotSpec`` or its file) the delay comes from; None: ``calibration/sim_fetch.yaml``.
     """
@@ -92,9 +101,16 @@ class TwoArmCellEnv(gym.Env):
         min_separation_m: float = 0.10,
         end_on_violation: bool = True,
         start_gap_m: float = 0.3,
+        proximity_coef: float = 0.0,
+        proximity_margin_m: float = 0.1,
         max_episode_steps: int = 50,
         spec: RobotSpec | str | None = None,
     ) -> None:
+        if not (math.isfinite(proximity_coef) and proximity_coef >= 0) or not proximity_margin_m > 0:
+            raise ValueError(
+                f"proximity_coef must be >= 0 (reward per step) and proximity_margin_m > 0 metres, got "
+                f"{proximity_coef}, {proximity_margin_m}"
+            )
         robot_spec = as_robot_spec(spec)
         if delay_range is None:
             delay_range = robot_spec.delay_range if delay is None else (int(delay), int(delay))
@@ -116,6 +132,7 @@ class TwoArmCellEnv(gym.Env):
         self.min_separation_m = float(min_separation_m)
         self.min_goal_gap_m = self.min_separation_m + 2 * self.distance_threshold
         self.end_on_violation = bool(end_on_violation)
+        self.proximity_coef, self.proximity_margin_m = float(proximity_coef), float(proximity_margin_m)
         self.max_episode_steps = int(max_episode_steps)
         self.scene = CellScene((0, 1), start_gap_m)
         start_z = self.scene.start_grip[0][2]
@@ -129,6 +146,7 @@ class TwoArmCellEnv(gym.Env):
         self.elapsed_steps = 0
         self.violation: str | None = None
         self.closest_m = math.inf
+        self._step_closest = math.inf  # closest distance during the last step (metres)
         self._last_obs: dict[str, np.ndarray] | None = None
         self.obs_dim = STATE_DIM + ACTION_DIM * self.history_len + PARTNER_DIM
         self.action_space = spaces.Box(-1.0, 1.0, shape=(N_ARMS, ACTION_DIM), dtype=np.float32)
@@ -171,7 +189,7 @@ class TwoArmCellEnv(gym.Env):
         self.goals = self._sample_goals()
         self.elapsed_steps = 0
         self.violation = None
-        self.closest_m = self.scene.gripper_distance()
+        self.closest_m = self._step_closest = self.scene.gripper_distance()
         return self._observe(), self._reset_info()
 
     def _reset_info(self) -> dict[str, Any]:
@@ -187,6 +205,7 @@ class TwoArmCellEnv(gym.Env):
         applied = {arm: apply_delay(self.histories[arm], command[arm], self.delays[arm]) for arm in range(N_ARMS)}
         if self.violation is None:  # after a violation (end_on_violation=False) the arms stay where they were
             closest, touched = self.scene.control_step(applied)
+            self._step_closest = closest
             self.closest_m = min(self.closest_m, closest)
             if touched:
                 self.violation = VIOLATION_CONTACT
@@ -196,16 +215,25 @@ class TwoArmCellEnv(gym.Env):
         obs = self._observe()
         reached = goal_distance(obs["achieved_goal"], obs["desired_goal"]) < self.distance_threshold
         success = bool(reached.all()) and self.violation is None
+        offset = self._proximity_offset()
         info = {
             "is_success": np.float32(success),
             "arm_success": tuple(bool(r) for r in reached),
             "violation": self.violation,
             "closest_m": self.closest_m,
             "delays": tuple(self.delays),
+            "reward_offset": offset,
         }
         terminated = self.violation is not None and self.end_on_violation
         truncated = self.elapsed_steps >= self.max_episode_steps and not terminated
-        return obs, (-0.0 if success else -1.0), terminated, truncated, info
+        return obs, (-0.0 if success else -1.0) + offset, terminated, truncated, info
+
+    def _proximity_offset(self) -> float:
+        """The proximity term of the last step (0.0 when off or clear of the band)."""
+        if self.proximity_coef == 0.0:
+            return 0.0
+        depth = (self.min_separation_m + self.proximity_margin_m - self._step_closest) / self.proximity_margin_m
+        return -self.proximity_coef * depth if depth > 0 else 0.0
 
     def compute_reward(self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray:
         """Team reward of goal pairs, vectorized over leading axes: ``[..., 2, 3]`` each -> ``[...]`` float32.
@@ -239,6 +267,7 @@ class TwoArmCellEnv(gym.Env):
             elapsed_steps=self.elapsed_steps,
             violation=self.violation,
             closest_m=self.closest_m,
+            step_closest_m=self._step_closest,
             rng_state=self.np_random.bit_generator.state,
             observation=None if self._last_obs is None else {k: v.copy() for k, v in self._last_obs.items()},
         )
@@ -254,6 +283,7 @@ class TwoArmCellEnv(gym.Env):
         self.elapsed_steps = snapshot.elapsed_steps
         self.violation = snapshot.violation
         self.closest_m = snapshot.closest_m
+        self._step_closest = snapshot.step_closest_m
         self.np_random.bit_generator.state = snapshot.rng_state
         if snapshot.observation is None:
             return self._observe()

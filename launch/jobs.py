@@ -67,6 +67,9 @@ ENV = Section(
         "min_separation_m": Field(
             "float", None, low=0.02, high=0.5, nullable=True, doc="TwoArmCell-v0: closest allowed grippers, metres"
         ),
+        "proximity_coef": Field(
+            "float", None, low=0.0, high=10.0, nullable=True, doc="TwoArmCell-v0: proximity term, reward per step"
+        ),
     },
     doc="the simulated task",
 )
@@ -363,8 +366,10 @@ def _check_cell_keys(job: str, resolved: dict[str, Any]) -> None:
         return
     cell = env["id"] == CELL_ENV_ID
     eval_every = resolved.get("train", {}).get("eval_every") if job == "train" else None
-    if not cell and (env.get("min_separation_m") is not None or eval_every is not None):
-        key = "env.min_separation_m" if env.get("min_separation_m") is not None else "train.eval_every"
+    cell_keys = [f"env.{k}" for k in ("min_separation_m", "proximity_coef") if env.get(k) is not None]
+    cell_keys += ["train.eval_every"] if eval_every is not None else []
+    if not cell and cell_keys:
+        key = cell_keys[0]
         raise LaunchError(f"'{key}' is a key of the two-arm cell (env.id {CELL_ENV_ID}); {env['id']} has no use for it")
     if cell and env.get("obs_noise_std_m") is not None:
         raise LaunchError(f"'env.obs_noise_std_m' is not supported by {CELL_ENV_ID} (its arms observe without noise)")

@@ -10,7 +10,8 @@ rest (returns-to-go, group-relative advantages, training rows) unchanged.
 Hindsight per arm, on the team: a relabelled goal is a pair, each arm's goal replaced with what that arm reached
 in one member of the group (the same member and step for both arms; strategies as ``robot_grpo.hindsight``); the
 team reward is recomputed with the env's vectorized ``compute_reward`` over both arms; a step at or after a
-separation violation keeps its -1 under every goal (a violation is never relabelled away). Relabelled rows carry
+separation violation keeps its -1 under every goal (a violation is never relabelled away), and the goal-independent
+part of a step's reward (``add_cell(reward_offsets=...)``, the cell's proximity term) is kept. Relabelled rows carry
 truncated per-decision importance weights as the single-agent buffer's do.
 
 Row layout: ``[observation, achieved_goal, desired_goal, one-hot agent id]`` (``robot_grpo.cell_policy``).
@@ -116,6 +117,7 @@ class CellGroupBuffer(GroupRolloutBuffer):
         team_rewards: np.ndarray,
         achieved_next: np.ndarray,
         violated: np.ndarray,
+        reward_offsets: np.ndarray | None = None,
     ) -> None:
         """Store one vectorized cell step.
 
@@ -124,11 +126,17 @@ class CellGroupBuffer(GroupRolloutBuffer):
         :param team_rewards: the cells' team rewards ``[n_cells]``.
         :param achieved_next: each arm's achieved goal after the step ``[n_cells, n_agents, d]``.
         :param violated: whether each cell's separation has been violated by the end of the step ``[n_cells]``.
+        :param reward_offsets: the goal-independent part of each cell's reward ``[n_cells]`` (e.g. the cell's
+            proximity term); hindsight keeps it under every goal. None = 0.
         """
-        rewards = np.repeat(np.asarray(team_rewards, dtype=np.float32)[:, None], self.n_agents, axis=1)
+
+        def per_row(per_cell: np.ndarray) -> np.ndarray:
+            return self.to_virtual(np.repeat(np.asarray(per_cell, dtype=np.float32)[:, None], self.n_agents, axis=1))
+
+        offsets = None if reward_offsets is None else per_row(reward_offsets)
         self.cell_achieved[self.pos] = achieved_next
         self.violated[self.pos] = violated
-        self.add(rows, actions, self.to_virtual(rewards), None)
+        self.add(rows, actions, per_row(team_rewards), None, offsets)
 
     def _relabel(
         self,
@@ -153,6 +161,8 @@ class CellGroupBuffer(GroupRolloutBuffer):
         team = team.reshape(K, T, n_groups, G)
         team = np.where(self.violated.reshape(T, n_groups, G)[None], VIOLATION_REWARD, team).astype(np.float32)
         rewards = np.repeat(team[:, :, :, None, :], n, axis=3).reshape(K, T, n_groups * n, G)
+        goal_rewards = rewards
+        rewards = rewards + self._grouped(self.reward_offsets)[None]  # goal-independent: kept under every goal
         mask = np.repeat((np.arange(T)[None, :, None] <= horizon[:, None, :])[..., None], n, axis=2)
         mask = mask.reshape(K, T, n_groups * n, 1)
 
@@ -169,4 +179,4 @@ class CellGroupBuffer(GroupRolloutBuffer):
         else:
             weights = np.broadcast_to(mask, log_prob.shape).astype(np.float32)
         horizon_v = np.repeat(horizon, n, axis=1)
-        return RelabelledCopies(obs, rewards, mask, log_prob, weights, horizon_v, rewards)
+        return RelabelledCopies(obs, rewards, mask, log_prob, weights, horizon_v, goal_rewards)

@@ -20,6 +20,7 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv
 from stable_baselines3.common.vec_env import VecEnv
 
+from robot_grpo.buffers import info_reward_offsets
 from robot_grpo.cell_buffer import CellGroupBuffer, agent_rows
 from robot_grpo.cell_policy import CellGaussianPolicy
 from robot_grpo.group_reset import group_reset
@@ -121,7 +122,7 @@ class CellGRPO(GRPO):
             else:
                 achieved = new_obs["achieved_goal"]
             violated = np.array([info.get(VIOLATION_INFO_KEY) is not None for info in infos])
-            rollout_buffer.add_cell(rows, actions, rewards, achieved, violated)
+            rollout_buffer.add_cell(rows, actions, rewards, achieved, violated, info_reward_offsets(infos))
             self._last_obs = new_obs
             self._last_episode_starts = dones
 

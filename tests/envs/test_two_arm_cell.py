@@ -181,3 +181,19 @@ def test_bad_action_shape_is_refused() -> None:
         env.step(np.zeros(4))
     with pytest.raises(ValueError, match="NaN"):
         env.step(np.full((2, 4), np.nan))
+
+
+def test_proximity_term_is_goal_independent_and_reported() -> None:
+    env = TwoArmCellEnv(delay=0, proximity_coef=1.0, end_on_violation=False, max_episode_steps=8)
+    env.reset(seed=0)
+    toward = np.array([[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    offsets = []
+    for _ in range(8):
+        _, reward, _, _, info = env.step(toward)
+        offsets.append(info["reward_offset"])
+        assert reward == -1.0 + info["reward_offset"]  # never at the goals here: the sparse part is -1
+    # Start 0.30 m apart, clear of the 0.20 m band: no term; closing in: below -1 at the limit and after.
+    assert offsets[0] == 0.0 and min(offsets) < -1.0 and offsets[-1] == offsets[-2]  # frozen arms keep theirs
+    off = TwoArmCellEnv(delay=0)
+    off.reset(seed=0)
+    assert off.step(toward)[4]["reward_offset"] == 0.0
