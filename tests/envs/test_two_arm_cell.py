@@ -197,3 +197,14 @@ def test_proximity_term_is_goal_independent_and_reported() -> None:
     off = TwoArmCellEnv(delay=0)
     off.reset(seed=0)
     assert off.step(toward)[4]["reward_offset"] == 0.0
+
+
+@pytest.mark.parametrize("env_id", ["TwoArmCell-v0", "CellSoloReach-v0"])
+def test_gymnasium_env_checker_passes(env_id: str) -> None:
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*infinity.*")  # goal-env positions are unbounded, as Fetch's
+        check_env(gym.make(env_id).unwrapped, skip_render_check=True)
