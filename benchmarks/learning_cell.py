@@ -57,12 +57,18 @@ def launch_settings() -> tuple[dict[str, Any], dict[str, Any], int]:
     return env_kwargs_from(config["env"]), dict(config["train"]["hyperparameters"]), config["train"]["eval_every"]
 
 
-def run_cell(sharing: str, seed: int, budget: int) -> dict[str, Any]:
+def run_cell(sharing: str, seed: int, budget: int, on_eval: Any) -> dict[str, Any]:
     from launch.cell_training import CellEvalCallback, build_cell_model
+
+    class Recording(CellEvalCallback):
+        def evaluate(self) -> dict[str, Any]:
+            result = super().evaluate()
+            on_eval(self.curve)
+            return result
 
     env_kwargs, hyper, eval_every = launch_settings()
     model = build_cell_model({**hyper, "sharing": sharing}, env_kwargs, seed, 1, None)
-    callback = CellEvalCallback(env_kwargs, EVAL_EPISODES, TARGET, eval_every)
+    callback = Recording(env_kwargs, EVAL_EPISODES, TARGET, eval_every)
     start = time.perf_counter()
     model.learn(budget, callback=callback)
     wall = time.perf_counter() - start
@@ -70,7 +76,7 @@ def run_cell(sharing: str, seed: int, budget: int) -> dict[str, Any]:
     return {"curve": callback.curve, "train_s": wall - callback.eval_s, "reached": callback.reached_target}
 
 
-def run_solo(seed: int, budget: int) -> dict[str, Any]:
+def run_solo(seed: int, budget: int, on_eval: Any) -> dict[str, Any]:
     """Two single-arm GRPO policies trained alone (alternating chunks of ``eval_every`` steps), run together."""
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -113,6 +119,7 @@ def run_solo(seed: int, budget: int) -> dict[str, Any]:
         train_s += time.perf_counter() - start
         result = evaluate_cell(act, env_kwargs, seeds)
         curve.append({"steps": int(models[0].num_timesteps), "train_s": train_s, **result})
+        on_eval(curve)
         reached = result["success"] >= TARGET
     for model in models:
         model.env.close()
@@ -135,6 +142,7 @@ def summarize(runs: list[dict[str, Any]], budget_note: str) -> str:
     ]
     for variant in VARIANTS:
         mine = sorted((r for r in runs if r["variant"] == variant), key=lambda r: r["seed"])
+        cut = [str(r["seed"]) for r in mine if not r.get("complete", True)]
         if not mine:
             lines.append(f"| {variant} | not run | | | | |")
             continue
@@ -148,8 +156,9 @@ def summarize(runs: list[dict[str, Any]], budget_note: str) -> str:
             f"{r['seed']}: {s:,}" if s is not None else f"{r['seed']}: >{r['budget']:,}"
             for r, s in zip(mine, to_target, strict=True)
         )
+        cut_text = f" (cut short: {', '.join(cut)})" if cut else ""
         lines.append(
-            f"| {variant} | {', '.join(str(r['seed']) for r in mine)} | "
+            f"| {variant} | {', '.join(str(r['seed']) for r in mine)}{cut_text} | "
             f"{statistics.median(p['success'] for p in last):.0%} | "
             f"{statistics.median(p['violations_per_1000'] for p in last):.0f} | "
             f"{median_text} ({per_seed}) | {statistics.median(r['train_s'] for r in mine):.0f} |"
@@ -214,9 +223,27 @@ def main() -> int:
     for seed in args.seeds:
         for variant in args.variants:
             print(f"{variant} seed {seed}: training up to {args.budget:,} steps", flush=True)
-            result = run_solo(seed, args.budget) if variant == "solo" else run_cell(variant, seed, args.budget)
-            run = {"variant": variant, "seed": seed, "budget": args.budget, **result}
-            runs = [r for r in runs if (r["variant"], r["seed"]) != (variant, seed)] + [run]
+            others = [r for r in runs if (r["variant"], r["seed"]) != (variant, seed)]
+            start = time.perf_counter()
+
+            def partial(
+                curve: list[dict[str, Any]],
+                variant: str = variant,
+                seed: int = seed,
+                others: list[dict[str, Any]] = others,
+                start: float = start,
+            ) -> None:
+                # Written after every evaluation: a run cut short still leaves its curve (complete: false).
+                run = {"variant": variant, "seed": seed, "budget": args.budget, "curve": curve, "complete": False}
+                write([*others, {**run, "train_s": curve[-1]["train_s"], "reached": False}], out)
+                print(f"  {variant} {seed}: {curve[-1]} ({time.perf_counter() - start:.0f} s)", flush=True)
+
+            if variant == "solo":
+                result = run_solo(seed, args.budget, partial)
+            else:
+                result = run_cell(variant, seed, args.budget, partial)
+            run = {"variant": variant, "seed": seed, "budget": args.budget, "complete": True, **result}
+            runs = [*others, run]
             write(runs, out)
             last = run["curve"][-1]
             print(
