@@ -5,7 +5,10 @@ Importing this package registers the ids with gymnasium (MuJoCo is only imported
 - ``DelayedFetchReach-v0``: FetchReach-v4 with the calibration file's delay (default k=2), the robot task;
 - ``DelayedFetchPush-v0``, ``DelayedFetchPickAndPlace-v0``, ``DelayedFetchSlide-v0``: the other Fetch tasks with
   the generic delay wrapper (default k=2) and snapshots (``envs.delayed_fetch``);
-- ``PointReach-v0``: the numpy point mass (default delay 1).
+- ``PointReach-v0``: the numpy point mass (default delay 1);
+- ``TwoArmCell-v0``: two delayed Fetch arms across one table with crossing goals (``envs.two_arm_cell``; its
+  PettingZoo ParallelEnv: ``envs.two_arm_cell_parallel_env(**kwargs)``), and ``CellSoloReach-v0``, one arm of the
+  cell alone (``envs.cell_solo``).
 
 Bring your own MuJoCo env: ``with_snapshots(ActionDelay(env, delay=2))`` (or ``with_snapshots(env)`` without delay)
 gives it the snapshot API GRPO's group resets need; both names are importable from here.
@@ -30,10 +33,19 @@ if "DelayedFetchReach-v0" not in registry:
     register(id="DelayedFetchReach-v0", entry_point="envs.delayed_fetch_reach:DelayedFetchReachEnv")
 if "PointReach-v0" not in registry:
     register(id="PointReach-v0", entry_point="envs.point_reach:PointReachEnv")
+if "TwoArmCell-v0" not in registry:
+    register(id="TwoArmCell-v0", entry_point="envs.two_arm_cell:TwoArmCellEnv")
+if "CellSoloReach-v0" not in registry:
+    register(id="CellSoloReach-v0", entry_point="envs.cell_solo:CellSoloReachEnv")
 register_delayed_fetch_tasks()
 
-_LAZY = {"with_snapshots": "envs.snapshots", "SnapshotWrapper": "envs.snapshots", "ActionDelay": "envs.action_delay"}
-__all__ = ["ActionDelay", "SnapshotWrapper", "with_snapshots"]
+_LAZY = {
+    "with_snapshots": "envs.snapshots",
+    "SnapshotWrapper": "envs.snapshots",
+    "ActionDelay": "envs.action_delay",
+    "two_arm_cell_parallel_env": "envs.two_arm_cell_parallel",
+}
+__all__ = ["ActionDelay", "SnapshotWrapper", "two_arm_cell_parallel_env", "with_snapshots"]
 
 
 def __getattr__(name: str) -> Any:

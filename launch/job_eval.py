@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from launch.cell_training import is_cell_env
 from launch.jobs import write_resolved
 from launch.training import env_kwargs_from
 
@@ -78,6 +79,18 @@ def main(config: dict[str, Any]) -> int:
     run_dir = Path(config["output"]) / config["name"]
     write_resolved(config, run_dir)
     env_id, env_kwargs = config["env"]["id"], env_kwargs_from(config["env"])
+    if is_cell_env(env_id):
+        from launch.job_train_cell import evaluate_cell_checkpoint
+
+        seeds = list(range(config["seed"], config["seed"] + config["episodes"]))
+        cell = evaluate_cell_checkpoint(config["checkpoint"], env_kwargs, seeds)
+        result = {"checkpoint": config["checkpoint"], "env_id": env_id, "env_kwargs": env_kwargs, **cell}
+        (run_dir / "eval.json").write_text(json.dumps(result, indent=2))
+        print(
+            f"{config['checkpoint']}: team success {100 * cell['success']:.1f}%, {cell['violations']} separation "
+            f"violations over {cell['episodes']} episodes on {env_id}"
+        )
+        return 0
     success = evaluate(config["checkpoint"], env_id, env_kwargs, config["episodes"], config["seed"])
     result = {"checkpoint": config["checkpoint"], "env_id": env_id, "env_kwargs": env_kwargs, "success": success}
     (run_dir / "eval.json").write_text(json.dumps(result, indent=2))

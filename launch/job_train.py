@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.export.rollouts import make_env
+from launch.cell_training import is_cell_env
 from launch.jobs import write_resolved
 from launch.report import plot_learning_curve
 from launch.train_backends import BACKENDS
@@ -87,6 +88,16 @@ def _train(config: dict[str, Any], run_dir: Path, progress_bar: bool, backend: A
 def main(config: dict[str, Any]) -> int:
     run_dir = Path(config["output"]) / config["name"]
     write_resolved(config, run_dir)
+    if is_cell_env(config["env"]["id"]):
+        from launch.job_train_cell import train_cell
+
+        summary = train_cell(config, run_dir)
+        print(
+            f"trained {summary['env_steps']} cell steps in {summary['wall_s']:.1f} s: team success "
+            f"{100 * summary['final_success']:.0f}%, {summary['final_violations_per_1000']:.0f} separation violations "
+            f"per 1,000 episodes -> {summary['model']}"
+        )
+        return 0 if summary["reached_target"] else 1
     summary = train(config, run_dir)
     filtered = summary["behind_safety_filter"]
     behind = ""

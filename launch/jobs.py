@@ -30,7 +30,9 @@ ENV_IDS = (
     "DelayedFetchPush-v0",
     "DelayedFetchPickAndPlace-v0",
     "DelayedFetchSlide-v0",
+    "TwoArmCell-v0",
 )
+CELL_ENV_ID = "TwoArmCell-v0"  # launch.cell_training's (kept here too: this module loads without torch)
 OBJECT_TASK_IDS = ("DelayedFetchPush-v0", "DelayedFetchPickAndPlace-v0", "DelayedFetchSlide-v0")
 MAX_APPROACH_COEF = 100.0  # reward per metre; the sparse reward is -1 per step, so far above any useful weight
 VARIANTS = ("fp32", "fp16", "int8", "engine")
@@ -66,6 +68,12 @@ ENV = Section(
             nullable=True,
             doc="robot spec file: delay and noise (default shipped:calibration/sim_fetch.yaml)",
         ),
+        "min_separation_m": Field(
+            "float", None, low=0.02, high=0.5, nullable=True, doc="TwoArmCell-v0: closest allowed grippers, metres"
+        ),
+        "proximity_coef": Field(
+            "float", None, low=0.0, high=10.0, nullable=True, doc="TwoArmCell-v0: proximity term, reward per step"
+        ),
     },
     doc="the simulated task",
 )
@@ -80,6 +88,9 @@ TRAIN = Section(
             "int", 2, low=1, high=64, doc="threads that step the training envs (same result for any number)"
         ),
         "hyperparameters": Field("mapping", {}, doc="GRPO constructor arguments, checked against its signature"),
+        "eval_every": Field(
+            "int", None, low=1, nullable=True, doc="TwoArmCell-v0: cell steps between evaluations (null: every update)"
+        ),
     }
 )
 
@@ -367,6 +378,7 @@ def _check_consistency(job: str, resolved: dict[str, Any]) -> None:
             f"'env.approach_coef' scores the gripper's approach to an object; {env['id']} has no object. Use it with "
             f"{', '.join(OBJECT_TASK_IDS)}, or remove it"
         )
+    _check_cell_keys(job, resolved)
     scale = resolved.get("scale")
     if job == "train" and scale["backend"] != "ray":
         for key in ("workers", "address", "auth_token_file"):
@@ -394,6 +406,26 @@ def _check_consistency(job: str, resolved: dict[str, Any]) -> None:
             )
         if "n_groups" in resolved["hyperparameters"]:
             raise LaunchError("'hyperparameters.n_groups' is set per member as envs_per_update / group_size; remove it")
+
+
+def _check_cell_keys(job: str, resolved: dict[str, Any]) -> None:
+    """Keys that only the two-arm cell takes, and what the cell does not take."""
+    env = resolved.get("env")
+    if env is None:
+        return
+    cell = env["id"] == CELL_ENV_ID
+    eval_every = resolved.get("train", {}).get("eval_every") if job == "train" else None
+    cell_keys = [f"env.{k}" for k in ("min_separation_m", "proximity_coef") if env.get(k) is not None]
+    cell_keys += ["train.eval_every"] if eval_every is not None else []
+    if not cell and cell_keys:
+        key = cell_keys[0]
+        raise LaunchError(f"'{key}' is a key of the two-arm cell (env.id {CELL_ENV_ID}); {env['id']} has no use for it")
+    if cell and env.get("obs_noise_std_m") is not None:
+        raise LaunchError(f"'env.obs_noise_std_m' is not supported by {CELL_ENV_ID} (its arms observe without noise)")
+    if cell and job not in ("train", "eval"):
+        raise LaunchError(f"{CELL_ENV_ID} runs with the train and eval jobs; '{job}' is not available for the cell yet")
+    if cell and job == "train" and resolved["scale"]["backend"] != "threaded":
+        raise LaunchError(f"{CELL_ENV_ID} trains with scale.backend=threaded (the Ray workers run one-agent envs)")
 
 
 def read_launch_yaml(path: str | Path) -> Any:

@@ -24,7 +24,7 @@ def env_kwargs_from(env_section: dict[str, Any]) -> dict[str, Any]:
     if "delay_range" in kwargs:
         kwargs["delay_range"] = tuple(kwargs["delay_range"])
         kwargs.pop("delay", None)
-    if env_section["id"] == "DelayedFetchReach-v0" and env_section.get("calibration"):
+    if env_section["id"] in ("DelayedFetchReach-v0", "TwoArmCell-v0") and env_section.get("calibration"):
         kwargs["spec"] = env_section["calibration"]  # the robot spec: the delay and noise unless overridden
     return kwargs
 

@@ -6,6 +6,9 @@ Imports neither ``envs`` nor ``deploy``.
 """
 
 from robot_grpo.buffers import GroupRolloutBuffer, GroupRolloutSamples, HindsightGroupBuffer
+from robot_grpo.cell_buffer import CellGroupBuffer
+from robot_grpo.cell_grpo import CellGRPO
+from robot_grpo.cell_policy import CellGaussianPolicy
 from robot_grpo.grpo import DEFAULT_N_ENVS, GRPO
 from robot_grpo.losses import ExtraLossTerm
 from robot_grpo.policies import OBS_KEYS, GoalGaussianPolicy, MlpPolicy, MultiInputPolicy
@@ -16,6 +19,9 @@ __all__ = [
     "DEFAULT_N_ENVS",
     "GRPO",
     "OBS_KEYS",
+    "CellGRPO",
+    "CellGaussianPolicy",
+    "CellGroupBuffer",
     "ExtraLossTerm",
     "GoalGaussianPolicy",
     "GroupRolloutBuffer",
