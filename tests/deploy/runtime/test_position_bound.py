@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from loop_fixtures import DELAY, Push, robot_spec, run_loop
+from test_untrusted_states import _freeze_position as freeze_position
 
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
@@ -103,23 +104,6 @@ FACE_GAP_M = 0.12  # the +y face this far from the home pose
 BOX = ((1.05, 0.40, 0.42), (1.65, HOME[1] + FACE_GAP_M, 0.95))
 TOWARD_PLUS_Y = (0.0, 0.3, 0.0, 0.0)  # 1 cm per step at the nominal gain: under the old per-state dead band
 Y = 1
-GRIP_VELP = slice(5, 8)
-
-
-def freeze_position(robot: SimRobot) -> None:
-    """The position sensor freezes at its next reading (positions repeat, velocities read 0)."""
-    frozen: list[np.ndarray] = []
-
-    def glitch(state: np.ndarray) -> np.ndarray:
-        out = state.copy()
-        if not frozen:
-            frozen.append(state[:3].copy())
-        out[:3] = frozen[0]
-        out[GRIP_VELP] = 0.0
-        return out
-
-    robot.faults.state_glitch = glitch
-    robot.faults.glitch_frames = 10**6
 
 
 def stall_motors(robot: SimRobot) -> None:
