@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from launch.jobs import write_resolved
+from launch.schema import LaunchError
 from launch.training import env_kwargs_from
 
 
@@ -81,6 +82,8 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     penalty = DEFAULT_INTERVENTION_PENALTY if config["intervention_penalty"] is None else config["intervention_penalty"]
     n_steps = logged_episode_steps(config["logs"], running, model.n_steps, config["trained_action"])
     candidate = f"ft-{time.strftime('%Y%m%d-%H%M%S')}"
+    from robot_grpo.finetune_data import NoCompleteGroupError
+
     try:
         report = run_round(
             store,
@@ -103,6 +106,8 @@ def finetune(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             gate_config=GateConfig(n_episodes=config["gate_episodes"]),
             trained_delay_range=widened_delay_range(running.action_delay_steps, spec.delay_range),
         )
+    except NoCompleteGroupError as err:
+        raise LaunchError(f"logs {config['logs']}: {err}") from err
     finally:
         for env in gate_envs.values():
             env.close()

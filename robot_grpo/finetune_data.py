@@ -41,6 +41,11 @@ from robot_grpo.policies import GoalGaussianPolicy
 DEFAULT_GOAL_TOLERANCE_M = 0.01  # targets closer than 1 cm count as the same target
 
 
+class NoCompleteGroupError(ValueError):
+    """The logs hold no target attempted ``group_size`` times: nothing to compare within a group (bad input, not a
+    bug: the CLI reports it in one line)."""
+
+
 @dataclass(frozen=True)
 class LoggedEpisode:
     """One episode cut from a log (see the module docstring for the layout).
@@ -353,7 +358,7 @@ def build_finetune_samples(
     check_hindsight_kwargs(hindsight_kwargs)
     sets = [(grouped.groups, False), (grouped.hindsight_groups, True)]
     if not grouped.groups and not grouped.hindsight_groups:
-        raise ValueError(
+        raise NoCompleteGroupError(
             "no complete group in the logs: log more episodes (each target attempted group_size times), "
             "lower group_size, or widen goal_tolerance_m"
         )

@@ -63,7 +63,7 @@ NON_FINITE_STATE = "non_finite"  # verdict kind of a state with a NaN/inf value 
 NAN_STATES = "nan_states"
 RECONNECT_REHOMES = "reconnect_rehomes"  # count: episodes aborted and re-homed because the port was reopened
 STATE_RATE_MISMATCH = "state_rate_mismatch"  # count: the run ended because the robot steps at another rate
-POLICY_WAIT_FLOOR_PERIODS = 0.5  # the least a tick waits for the policy (control periods)
+POLICY_WAIT_FLOOR_PERIODS = 1.0  # the least a tick waits for the policy (control periods)
 UNREQUESTED_HOMES = "unrequested_homes"  # count: HOMED in RUN with no HOME awaiting an answer (episode aborted)
 
 
@@ -219,7 +219,8 @@ class ModeRules:
             return ctl.record(msg, flat, ctl.hold, ctl.hold, (NON_FINITE_OBSERVATION,), float("nan"), True)
         position = msg.state[ctl.position_slice]
         age = ctl.clock() - ctl.intake.last_valid_t
-        # until the tick's deadline, and at least half a period: a state read at the deadline still gets its answer
+        # until the tick's deadline, and at least a period: a state read at the deadline still gets its answer, and a
+        # busy machine's late thread wake-up is no policy fault
         wait_s = max(ctl.deadline - ctl.clock(), POLICY_WAIT_FLOOR_PERIODS * ctl.period_s)
         proposal = ctl.path.propose(flat, ctl.intake.bounds, position, age, wait_s)  # type: ignore[arg-type]
         guard = ctl.path.guard

@@ -23,7 +23,8 @@ ROBOT_GRPO = ("robot-grpo", ".venv/bin/robot-grpo")
 PYTHON = ("python", "python3", ".venv/bin/python")
 MKDOCS = ("mkdocs", ".venv/bin/mkdocs")
 MKDOCS_SUBCOMMANDS = ("build", "serve")
-EXTERNAL = ("ray",)  # checked by its own tool; only in blocks marked `cluster`
+# Other projects' tools, checked by themselves: each only in blocks marked with its marker
+EXTERNAL = {"ray": "cluster", "mcap": "install"}
 RUNNABLE_MODULES = ("deploy.finetune.promote",)  # python -m modules the run test may run (they are quick)
 # What the run test appends to each robot-grpo job it runs (docs/about-these-docs.md shows the same table).
 BUDGETS: dict[str, tuple[str, ...]] = {
@@ -35,6 +36,7 @@ BUDGETS: dict[str, tuple[str, ...]] = {
     # check took the lock-step robot for one at another rate. + episodes: one group, see budget_overrides.
     "run": ("robot.lockstep=true", "period_s=0.02"),
     "finetune": ("n_updates=1", "gate_episodes=10"),
+    "report": (),  # a tool over a run folder an earlier block of the page made
 }
 MIN_RUN_EPISODES = 2
 
@@ -69,7 +71,9 @@ def job_of(args: argparse.Namespace) -> str | None:
     """The job a parsed command runs (``launch FILE``: the file's ``job``)."""
     if args.command != "launch":
         return args.command
-    path = ROOT / args.file
+    from deploy.shipped import resolve_path
+
+    path = ROOT / resolve_path(args.file)
     data = yaml.safe_load(path.read_text()) if path.is_file() else None
     return data.get("job") if isinstance(data, dict) else None
 
@@ -106,9 +110,17 @@ def robot_grpo_problems(command: Command) -> list[str]:
         return [f"robot-grpo refuses the options: {complaint}"]
     if args.command is None:
         return ["robot-grpo without a subcommand"]
+    from launch.cli import TOOLS
+
+    if args.command in TOOLS:  # paths, no launch file: argparse's parse is the check
+        return []
     config = getattr(args, "config", None) or getattr(args, "file", None)
-    if config is not None and not (ROOT / config).is_file():
-        return [f"launch file {config} does not exist"]
+    if config is not None:
+        from deploy.shipped import resolve_path
+
+        config = str(resolve_path(config))
+        if not (ROOT / config).is_file():
+            return [f"launch file {config} does not exist"]
     job = job_of(args)
     if job is None:
         return [f"{config} names no job"]
@@ -200,6 +212,8 @@ def pip_problems(command: Command) -> list[str]:
 def problems(command: Command) -> list[str]:
     """What is wrong with one command (empty list: nothing found)."""
     tokens = strip_nice(command.everything())
+    while tokens and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", tokens[0]):  # NAME=value before the program
+        tokens = tokens[1:]
     program = tokens[0]
     if program in ROBOT_GRPO:
         return robot_grpo_problems(command)
@@ -214,7 +228,8 @@ def problems(command: Command) -> list[str]:
     if program in MKDOCS:
         return [] if tokens[1:2] and tokens[1] in MKDOCS_SUBCOMMANDS else [f"mkdocs {tokens[1:2]}: not a subcommand"]
     if program in EXTERNAL:
-        return [] if command.block.needs == "cluster" else [f"{program} runs only in a block marked cluster"]
+        marker = EXTERNAL[program]
+        return [] if command.block.needs == marker else [f"{program} runs only in a block marked {marker}"]
     return [f"the docs tests do not know the command {program!r}: check it in tests/docs/command_checks.py"]
 
 

@@ -35,6 +35,8 @@ def argv_of(command: Command) -> list[str]:
     if tokens[0] in ROBOT_GRPO:
         args, complaint = parse_robot_grpo(tokens)
         assert args is not None, f"{command.where}: {complaint}"
+        if not hasattr(args, "set"):  # a tool (report, convert-logs): paths, no launch keys, no budget
+            return [sys.executable, "-m", "launch.cli", *tokens[1:]]
         extra = budget_overrides(job_of(args), list(args.set))
         return [sys.executable, "-m", "launch.cli", *tokens[1:], *(arg for text in extra for arg in ("--set", text))]
     assert tokens[0] in PYTHON, f"{command.where}: not runnable here: {command.text}"

@@ -148,7 +148,7 @@ def test_run_on_the_shipped_spec_writes_a_log_the_fine_tuner_reads(robot_env, ho
     assert not (folder / "latency.png").exists()
 
     package = load_package(ROOT / "models" / "default")  # the training side reads what the robot wrote
-    dataset = load_log_dataset(folder / "ticks.tlog", package.contract, policy_id=package.policy_id)
+    dataset = load_log_dataset(folder / "ticks.mcap", package.contract, policy_id=package.policy_id)
     assert dataset.n_records > 0 and dataset.episodes
     assert len(dataset.episodes) + sum(dataset.skipped().values()) == report["episodes"]
 
