@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-CELL_ENV_ID = "TwoArmCell-v0"
+from launch.jobs import CELL_ENV_ID  # one owner: launch.jobs, which loads without torch
+
 EVAL_SEED_BASE = 1_000_000  # evaluation episodes: seeds disjoint from training's (which start at the run seed)
 ActByAgent = Callable[[dict[str, dict[str, np.ndarray]]], dict[str, np.ndarray]]
 

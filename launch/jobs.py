@@ -32,7 +32,7 @@ ENV_IDS = (
     "DelayedFetchSlide-v0",
     "TwoArmCell-v0",
 )
-CELL_ENV_ID = "TwoArmCell-v0"  # launch.cell_training's (kept here too: this module loads without torch)
+CELL_ENV_ID = "TwoArmCell-v0"  # the two-arm cell (launch.cell_training imports it; this module loads without torch)
 OBJECT_TASK_IDS = ("DelayedFetchPush-v0", "DelayedFetchPickAndPlace-v0", "DelayedFetchSlide-v0")
 MAX_APPROACH_COEF = 100.0  # reward per metre; the sparse reward is -1 per step, so far above any useful weight
 VARIANTS = ("fp32", "fp16", "int8", "engine")

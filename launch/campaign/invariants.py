@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from deploy.robot_spec import RobotSpec
+from deploy.runtime.loop_modes import ESTOP_NOT_ACKNOWLEDGED  # the count the loop keeps when it ends for that reason
 from deploy.runtime.run_report import RunReport
 from deploy.runtime.state_machine import LoopState
 from deploy.wire import CommandMsg, EStopMsg, HomeMsg, Message
@@ -48,7 +49,6 @@ INVARIANTS = (
     "late_policy_stop",
 )
 TICK_LIMIT_REASON = "tick limit reached"  # Controller.run's DONE reason when max_ticks ended it
-ESTOP_NOT_ACKNOWLEDGED = "estop_not_acknowledged"  # the count the loop keeps when it ends for that reason
 NO_ACK_KINDS = ("estop_ignored", "frozen_sender")  # faults after which the robot really never acknowledges a stop
 ABORT_SOURCES = (LoopState.HOMING, LoopState.RUN)
 ABORT_TARGETS = (LoopState.SAFE_STOP, LoopState.HOLD, LoopState.DONE)
