@@ -10,7 +10,8 @@ it, it reckons where the commands applied since can have taken the arm (dead rec
 
     S_k   = the sum of the first k commands possibly applied since the reference (metres at command scale)
     reach = per axis, the hull of gain_max x S_k over k (the arm lags, so it may be anywhere the partial sums went),
-            widened by ``COUPLING_SHARE`` of their path (a command on one axis moves the arm a little on the others)
+            widened by ``COUPLING_SHARE`` of the farthest |S_k| (a command on one axis moves the arm a little on the
+            others; commands that reverse each other do not take it far, whatever their path)
     bound = the state's own bound (``StateChecker``'s verdict) together with the reference's bound moved by reach
 
 A state never shrinks the bound below the reckoning until it *confirms* the motion: the measured motion since the
@@ -130,7 +131,7 @@ class PositionBound:
             self.anchor(position, low, high)
             return ""
         self._reckon(applied_m)
-        coupling = COUPLING_SHARE * self._gain_max * self._commanded_path_m
+        coupling = COUPLING_SHARE * self._gain_max * self._farthest_m
         reckoned_low = [r + d - coupling for r, d in zip(self._ref_low, self._reach_low, strict=True)]
         reckoned_high = [r + d + coupling for r, d in zip(self._ref_high, self._reach_high, strict=True)]
         margin = MOTION_MARGIN_M + self._noise_m + CARRY_FRACTION * math.hypot(*self._carried_m) + self._settle_m
@@ -176,12 +177,12 @@ class PositionBound:
                 step = [self._unknown_move_m] * self._dims
                 self._reach_low = [lo - gain * s for lo, s in zip(self._reach_low, step, strict=True)]
                 self._reach_high = [hi + gain * s for hi, s in zip(self._reach_high, step, strict=True)]
-                self._commanded_path_m += math.hypot(*step)
+                self._farthest_m += math.hypot(*step)
                 continue
             self._sum = [t + m for t, m in zip(self._sum, move, strict=True)]
             self._reach_low = [min(lo, gain * t) for lo, t in zip(self._reach_low, self._sum, strict=True)]
             self._reach_high = [max(hi, gain * t) for hi, t in zip(self._reach_high, self._sum, strict=True)]
-            self._commanded_path_m += math.hypot(*move)
+            self._farthest_m = max(self._farthest_m, math.hypot(*self._sum))
 
     def _new_reference(
         self, position: list[float], low: tuple[float, ...], high: tuple[float, ...], motion_m: tuple[float, ...]
@@ -194,7 +195,7 @@ class PositionBound:
         self._counted: set[int] = set()  # their sequence numbers
         self._reach_low = [0.0] * dims  # hull of gain_max x the partial sums, per axis (metres)
         self._reach_high = [0.0] * dims
-        self._commanded_path_m = 0.0  # summed lengths of those commands (metres at command scale)
+        self._farthest_m = 0.0  # the largest |S_k| so far (metres at command scale; a forgotten command adds its most)
         self._net = [0.0] * dims  # certain net move since the reference (metres, nominal gain)
         self._path_m = 0.0  # summed lengths of the certain moves (metres)
         self._recent_m: list[float] = []  # lengths of the newest LAG_STEPS certain moves (metres)

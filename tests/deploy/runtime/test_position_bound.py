@@ -39,7 +39,7 @@ def test_an_unconfirmed_state_never_shrinks_the_bound_and_the_reckoning_grows_wi
     home = [1.0, 0.5, 0.5]
     b.anchor(home, tuple(home), tuple(home))
     # two commands of +1 cm in y applied; the sensor says the arm did not move (frozen): the state's own bound is the
-    # frozen reading, the reckoning reaches 0.75 x 2 cm = 1.5 cm further, plus 10% coupling of the 2 cm path x 0.75
+    # frozen reading, the reckoning reaches 0.75 x 2 cm = 1.5 cm further, plus 10% coupling of the farthest 2 cm x 0.75
     kind = b.update(home, tuple(home), tuple(home), [(1, [0.0, STEP, 0.0]), (2, [0.0, STEP, 0.0])], None, ())
     assert kind == "" and not b.confirmed
     coupling = 0.1 * GAIN_MAX * 2 * STEP
