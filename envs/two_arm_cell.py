@@ -44,6 +44,7 @@ from deploy.contract import ActionHistory, apply_delay
 from deploy.robot_spec import RobotSpec, as_robot_spec
 from envs.cell_goals import sample_goal_pair
 from envs.cell_scene import CellScene
+from envs.delayed_fetch_reach import MAX_GOAL_RANGE_M
 from envs.delayed_goal_env import check_delay_range, goal_distance
 from envs.snapshots import NEW_EPISODE_OPTION, SNAPSHOT_OPTION
 
@@ -51,7 +52,6 @@ N_ARMS = 2
 STATE_DIM = 10  # FetchReach's state values per arm
 ACTION_DIM = 4  # FetchReach's command: dx, dy, dz, gripper (ignored: blocked)
 PARTNER_DIM = 3
-MAX_GOAL_RANGE_M = 0.3
 VIOLATION_SEPARATION, VIOLATION_CONTACT = "separation", "contact"
 AGENTS = tuple(f"arm_{i}" for i in range(N_ARMS))  # agent names (PettingZoo's possible_agents; the learner reads them)
 

@@ -17,8 +17,8 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from launch.jobs import CELL_ENV_ID  # one owner: launch.jobs, which loads without torch
+from launch.training import EVAL_SEED_BASE
 
-EVAL_SEED_BASE = 1_000_000  # evaluation episodes: seeds disjoint from training's (which start at the run seed)
 ActByAgent = Callable[[dict[str, dict[str, np.ndarray]]], dict[str, np.ndarray]]
 
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from deploy.contract import FLOAT32_MAX
-from deploy.runtime.diagnostics import homing_failure, startup_failure
+from deploy.runtime.diagnostics import NAN_STATES, homing_failure, startup_failure
 from deploy.runtime.homing import HOMED_WITH_ESTOP, LATE_HOME_ANSWERS, ROUND_TRIP_UNMEASURED, HomeWait
 from deploy.runtime.robot_resets import ROBOT_RESET_STORMS
 from deploy.runtime.safety import IMPLAUSIBLE_STATE, NAN_STATE, ROBOT_RESTART, UNREQUESTED_HOME
@@ -60,7 +60,6 @@ ESTOP_ACTIVE_IN_RUN = "robot_estop_active_in_run"  # count: the robot reported i
 ROUND_TRIP_OUTLIERS = "round_trip_outliers"  # count: line round trips longer than watchdog_stop_s, not sampled
 ESTOP_NOT_ACKNOWLEDGED = "estop_not_acknowledged"  # count: the robot kept answering a safe stop without acknowledging
 NON_FINITE_STATE = "non_finite"  # verdict kind of a state with a NaN/inf value (as float32); counted as ``nan_states``
-NAN_STATES = "nan_states"
 RECONNECT_REHOMES = "reconnect_rehomes"  # count: episodes aborted and re-homed because the port was reopened
 STATE_RATE_MISMATCH = "state_rate_mismatch"  # count: the run ended because the robot steps at another rate
 POLICY_WAIT_FLOOR_PERIODS = 1.0  # the least a tick waits for the policy (control periods)
