@@ -355,32 +355,34 @@ def _variants_description(eval_every: int) -> str:
     )
 
 
-def run_probe(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[list[dict[str, Any]], str, str, str]:
-    """Run ``args.probe`` on its seeds; returns (runs, table markdown, title, description)."""
+def probe_names(probe: str, variants: list[str] | None) -> list[str]:
+    """The variants (or learners and controllers) a probe runs; ValueError names an unknown one."""
+    if probe == "directions":
+        if variants:
+            raise ValueError("--probe directions trains the launch file: it takes no --variants")
+        return []
+    known = [*push_fixed_goal.LEARNERS, *push_fixed_goal.CONTROLLERS] if probe == "fixed-goal" else list(VARIANTS)
+    names = variants or (known if probe == "fixed-goal" else list(DEFAULT_VARIANTS))
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"--probe {probe} has no variant {', '.join(unknown)}; it runs {', '.join(known)}")
+    return names
+
+
+def run_probe(args: argparse.Namespace, names: list[str]) -> tuple[list[dict[str, Any]], str, str, str]:
+    """Run ``args.probe`` on ``names`` and its seeds; returns (runs, table markdown, title, description)."""
     tuned = set(args.tuned_seeds)
-    pool = mp.get_context("spawn").Pool(args.workers, maxtasksperchild=1)
-    with pool:
+    with mp.get_context("spawn").Pool(args.workers, maxtasksperchild=1) as pool:
         if args.probe == "directions":
             jobs = [(seed, args.budget, args.rounds) for seed in args.seeds]
             runs = pool.map(_directions_worker, jobs, chunksize=1)
             return runs, push_directions.table(runs, tuned), push_directions.TITLE, push_directions.DESCRIPTION
         if args.probe == "fixed-goal":
-            names = args.variants or [*push_fixed_goal.LEARNERS, *push_fixed_goal.CONTROLLERS]
-            unknown = set(names) - {*push_fixed_goal.LEARNERS, *push_fixed_goal.CONTROLLERS}
-            if unknown:
-                parser.error(
-                    f"--probe fixed-goal runs {push_fixed_goal.LEARNERS + push_fixed_goal.CONTROLLERS}, "
-                    f"not {sorted(unknown)}"
-                )
             learners = [n for n in names if n in push_fixed_goal.LEARNERS]
             jobs = [(name, seed, args.budget, args.eval_every) for name in learners for seed in args.seeds]
             runs = pool.map(_fixed_goal_worker, jobs, chunksize=1) if jobs else []
             runs += [push_fixed_goal.run_controller(n) for n in names if n in push_fixed_goal.CONTROLLERS]
             return runs, push_fixed_goal.table(runs), push_fixed_goal.TITLE, push_fixed_goal.DESCRIPTION
-        names = args.variants or list(DEFAULT_VARIANTS)
-        unknown = set(names) - set(VARIANTS)
-        if unknown:
-            parser.error(f"unknown variants {sorted(unknown)}; see VARIANTS in benchmarks/push_probe.py")
         jobs = [(name, seed, args.budget, args.eval_every) for name in names for seed in args.seeds]
         runs = pool.map(_variant_worker, jobs, chunksize=1)
         return runs, table(runs, tuned), VARIANTS_TITLE, _variants_description(args.eval_every)
@@ -402,8 +404,12 @@ def main(argv: list[str] | None = None) -> None:
     args.seeds = args.seeds or defaults["seeds"]
     args.budget = args.budget or defaults["budget"]
     args.eval_every = args.eval_every or defaults["eval_every"]
+    try:
+        names = probe_names(args.probe, args.variants)
+    except ValueError as error:
+        parser.error(str(error))
     t0 = time.perf_counter()
-    runs, md, title, description = run_probe(args, parser)
+    runs, md, title, description = run_probe(args, names)
     meta = {
         "command": "benchmarks/push_probe.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "probe": args.probe,
