@@ -16,8 +16,9 @@
 - ``unconfirmed_motion_not_stopped``: while the position sensor was frozen or the motors stalled, the loop sent
   commands whose net motion over ``MOTION_WINDOW_S`` (robot seconds, since the last HOME) reaches
   ``UNCONFIRMED_MOTION_M`` at the spec's nominal gain, and no e-stop reached the robot within ``DETECT_S`` (robot
-  seconds) of that: motion that stays unconfirmed must end in a safe stop (issue 31: a stalled motor detected
-  within 1 s);
+  seconds) of that, while the fault lasted and the loop went on commanding motion: motion that *stays* unconfirmed
+  must end in a safe stop (issue 31: a stalled motor detected within 1 s). A sensor that comes back within that time
+  lets the motion be confirmed, and a HOME followed by holds ends it (the arm goes to a known place);
 - ``late_policy_stop``: a policy call stalled past ``policy_fault_stop_s`` and the robot heard no e-stop within
   ``policy_fault_stop_s`` plus the slack of the call's start (the tick must not wait on a late policy).
 """
@@ -157,7 +158,7 @@ def _check_unconfirmed_motion(ev: RunEvidence, spec: RobotSpec) -> list[tuple[st
             j = max(start, k - window, *(h + 1 for h in homes if h < k))
             if np.linalg.norm(travelled[k] - travelled[j]) < UNCONFIRMED_MOTION_M:
                 continue
-            if not any(start <= i <= k + detect for i in estops):
+            if not _motion_stopped(moves, (start, k, start + duration), detect, estops, homes):
                 return [
                     (
                         "unconfirmed_motion_not_stopped",
@@ -167,6 +168,21 @@ def _check_unconfirmed_motion(ev: RunEvidence, spec: RobotSpec) -> list[tuple[st
                 ]
             break
     return []
+
+
+def _motion_stopped(
+    moves: np.ndarray, ticks: tuple[int, int, int], detect: int, estops: list[int], homes: list[int]
+) -> bool:
+    """Whether the unconfirmed motion of a fault from robot tick ``start`` to ``end`` (``ticks``: start, k, end)
+    that reached ``UNCONFIRMED_MOTION_M`` at tick ``k`` ended within
+    ``detect`` ticks: an e-stop reached the robot; or the fault ended first (the sensor or motors came back, so the
+    motion could be confirmed again; where the arm went meanwhile is ``outside_box``'s to judge); or the loop sent
+    HOME (the arm goes where its place is known) and commanded no motion while the fault lasted."""
+    start, k, end = ticks
+    if any(start <= i <= k + detect for i in estops) or end <= k + detect:
+        return True
+    homed = [h for h in homes if k - 1 <= h <= k + detect]
+    return bool(homed) and not np.any(moves[homed[0] + 1 : end])
 
 
 def _check_end(report: RunReport, ev: RunEvidence) -> list[tuple[str, str]]:
