@@ -12,10 +12,11 @@ the action to send and the reasons it differs from the proposal. In order, first
    ``g x action_scale_m x a`` metres for a command ``a``, with its actuator gain ``g`` anywhere in
    ``(0, actuator_gain_max]`` (the robot spec's upper bound). The barrier plans with ``g_max = barrier_gain_margin
    x actuator_gain_max``: a motor faster than its spec (campaign seed 1000237: 2x the calibrated gain drove the arm
-   1 cm past a face before ``exceeds_gain`` could tell) stays inside up to that margin. Per face, the filter takes
-   the worst case: for the high face ``F = p_high + g_max x max(pending, 0)`` (where the gripper may end once the
-   commands in flight, and the newest applied, which the arm may still lag, are applied; ``p_high`` is the upper
-   end of where the gripper may be now), and the next command closes at most ``barrier_fraction`` of the gap
+   1 cm past a face before ``exceeds_gain`` could tell) stays inside up to about that margin (with the barrier's
+   fraction, the campaign's 2x nominal). Per face, the filter takes the worst case: for the high face
+   ``F = p_high + g_max x max(pending, 0)`` (where the gripper may end once the commands in flight, and the newest
+   applied, which the arm may still lag, are applied; ``p_high`` is the upper end of where the gripper may be now),
+   and the next command closes at most ``barrier_fraction`` of the gap
    ``h = high - F``: ``g_max x action_scale_m x a <= barrier_fraction x h``. The low face mirrors it. So the
    gripper approaches each face by at most ``barrier_fraction`` of the remaining gap per step and stays inside the
    box for any gain up to the bound (motion in flight away from a face is not
