@@ -212,7 +212,6 @@ def test_a_run_past_its_timeout_is_a_hang_and_the_campaign_goes_on():
 KNOWN_GAPS = {
     310299: "estop_not_acknowledged under 28 periods of reply latency with a stalled motor and byte corruption",
     310103: "stalled motors after a HOMED state no HOME asked for: the stop comes later than 1 s",
-    310182: "a frozen sensor interleaved with the robot's own e-stop and NaN states: the stop comes later than 1 s",
 }
 
 
