@@ -59,6 +59,7 @@ def test_a_chain_only_ahead_shows_an_overestimated_offset():
     chain.add(seen(1, 1.0, 1.0), TIME_AHEAD)
     assert not chain.only_ahead(seen(2, 1.04, 1.03))  # 2 of 3
     chain.add(seen(2, 1.04, 1.03), TIME_AHEAD)
-    assert chain.only_ahead(seen(3, 1.08, 1.02)) and chain.fastest_transit_s(seen(3, 1.08, 1.02)) == pytest.approx(-0.06)
+    last = seen(3, 1.08, 1.02)
+    assert chain.only_ahead(last) and chain.fastest_transit_s(last) == pytest.approx(-0.06)
     chain.clear()
     assert not chain.only_ahead(seen(4, 1.12, 1.1))
