@@ -16,11 +16,16 @@ The parts, each with its own fields and tests:
     CommandPath    (command_path.py)   observation -> guarded policy -> safety filter; the previous command
     CommandLine    (command_line.py)   the commands in flight and the policy's action history
     StopLatch      (stop_latch.py)     the e-stop in force and its acknowledgement
+    Outbox         (outbox.py)         what is sent (commands noted where they are kept); a command this tick?
+    TickPacer      (tick_pacer.py)     the tick's deadline, missed periods skipped
+    TickRecorder   (tick_recorder.py)  each tick's record; the episode a safe stop cut short
+    ExitStop       (exit_stop.py)      the hold and the repeated e-stop at the end of a run
     TickStats, StateMachine, the tick log
 
-This class paces the ticks, owns the link's traffic and offers the actions (send a command, a heartbeat, an e-stop,
-a HOME; enter a mode; stop; record a tick); what each mode does with a state is decided by ``ModeRules``
-(``loop_modes.py``), which asks the parts and acts through these actions.
+This class paces the ticks, reads the link and offers the actions (enter a mode; stop; finish; record a tick); what
+each mode does with a message or a state is decided by ``ModeRules`` (``loop_modes.py``) and its per-mode handlers
+(``loop_run.py``, ``loop_homing.py``, ``loop_safe_stop.py``, ``loop_resets.py``), which ask the parts and act through
+these actions and the ``Outbox``.
 
 The state age is measured from when the robot made the state (its stamp plus the checker's clock offset, taken from
 accepted states only). A period with no fresh state sends a heartbeat, or the hold once the state is older than
@@ -49,7 +54,7 @@ from deploy.runtime.exit_stop import ExitStop
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.homing import Homing
 from deploy.runtime.loop_config import LoopConfig
-from deploy.runtime.loop_modes import ACTIVE_MODES, ModeRules
+from deploy.runtime.loop_modes import ModeRules
 from deploy.runtime.outbox import Outbox
 from deploy.runtime.policy_guard import PolicyGuard
 from deploy.runtime.policy_worker import PolicyWorker
@@ -68,14 +73,7 @@ from deploy.runtime.tick_record import TickRecord, check_policy_id
 from deploy.runtime.tick_recorder import TickRecorder
 from deploy.runtime.ticklog import TickLogWriter
 from deploy.runtime.timing import TickStats
-from deploy.wire import (
-    DEFAULT_BAUDRATE,
-    ErrorMsg,
-    EStopMsg,
-    Link,
-    Message,
-    StateMsg,
-)
+from deploy.wire import DEFAULT_BAUDRATE, Link, StateMsg
 
 logger = logging.getLogger(__name__)
 
@@ -267,20 +265,7 @@ class Controller:
         messages = self.robot_link.poll(timeout_s)  # a down port waits out the timeout
         t = self._clock()
         for msg in messages:
-            self._handle(msg, t)
-
-    def _handle(self, msg: Message, t: float) -> None:
-        if isinstance(msg, StateMsg):
-            if self.inbox.put(msg, t):
-                self.modes.check_rate(msg)
-        elif isinstance(msg, EStopMsg):
-            self.counts["robot_estops"] += 1
-            if self.sm.state in ACTIVE_MODES:
-                self.safe_stop(f"robot e-stop (reason {msg.reason})", send_estop=False)
-        elif isinstance(msg, ErrorMsg):
-            self.robot_errors[msg.code] += 1
-        else:
-            self.counts[f"ignored_{type(msg).__name__}"] += 1
+            self.modes.on_message(msg, t)
 
     # Actions (used by ModeRules) -------------------------------------------------------------------------------
     def clock(self) -> float:

@@ -1,10 +1,12 @@
 """What the controller does with each state in each mode: the decisions of ``deploy.runtime.loop.Controller``.
 
-numpy only (robot side). ``ModeRules`` decides, for each fresh state (or a period without one), what to command given
-the loop's mode (``state_machine.LoopState``); it asks the controller's parts (``StateIntake``, ``Homing``,
-``ResetHistory``, ``EpisodeTracker``, ``CommandPath``, ``StopLatch``) and acts through the controller's actions
-(send a command, a heartbeat, an e-stop; enter a mode; stop; record). Its own state is the count of accepted states
-in HOLD. Per mode:
+numpy only (robot side). ``ModeRules`` decides, for each message read, each fresh state (or a period without one),
+what to command given the loop's mode (``state_machine.LoopState``); it asks the controller's parts (``StateIntake``,
+``Homing``, ``ResetHistory``, ``EpisodeTracker``, ``CommandPath``, ``StopLatch``) and acts through the controller's
+actions (enter a mode; stop; record) and its ``Outbox`` (a command, a heartbeat, an e-stop). The modes with more to
+do have their own handlers: RUN ``RunTicks`` (``loop_run.py``), HOMING and the start of an episode ``HomingTicks``
+(``loop_homing.py``), SAFE_STOP ``SafeStopTicks`` (``loop_safe_stop.py``), the robot's own resets and a reopened port
+``ResetTicks`` (``loop_resets.py``). Its own state is the count of accepted states in HOLD. Per mode:
 
     any mode   robot e-stop flag -> SAFE_STOP; the state is checked first (``StateIntake.check``); a state with a
                value that is NaN/inf once cast to float32 (what the policy takes) is invalid, never checked
@@ -35,17 +37,17 @@ import numpy as np
 
 from deploy.contract import FLOAT32_MAX
 from deploy.runtime.diagnostics import NAN_STATES, startup_failure
-from deploy.runtime.homing import LATE_HOME_ANSWERS, ROUND_TRIP_UNMEASURED
+from deploy.runtime.homing import ROUND_TRIP_UNMEASURED
 from deploy.runtime.loop_homing import HomingTicks
+from deploy.runtime.loop_resets import ResetTicks
 from deploy.runtime.loop_run import RunTicks
 from deploy.runtime.loop_safe_stop import ESTOP_ACTIVE, ESTOP_FROM_ROBOT, SafeStopTicks
-from deploy.runtime.robot_resets import ROBOT_RESET_STORMS
-from deploy.runtime.safety import IMPLAUSIBLE_STATE, NAN_STATE, ROBOT_RESTART, UNREQUESTED_HOME
+from deploy.runtime.safety import IMPLAUSIBLE_STATE, NAN_STATE
 from deploy.runtime.state_check import Verdict
 from deploy.runtime.state_intake import HOMED
 from deploy.runtime.state_machine import LoopState
 from deploy.runtime.tick_record import EMPTY, TickRecord
-from deploy.wire import StateMsg
+from deploy.wire import ErrorMsg, EStopMsg, Message, StateMsg
 
 if TYPE_CHECKING:
     from deploy.runtime.loop import Controller
@@ -59,9 +61,7 @@ MALFORMED_STATE = "malformed_state"  # reason of a tick whose states were all dr
 ESTOP_ACTIVE_IN_RUN = "robot_estop_active_in_run"  # count: the robot reported its e-stop latched while in RUN
 ROUND_TRIP_OUTLIERS = "round_trip_outliers"  # count: line round trips longer than watchdog_stop_s, not sampled
 NON_FINITE_STATE = "non_finite"  # verdict kind of a state with a NaN/inf value (as float32); counted as ``nan_states``
-RECONNECT_REHOMES = "reconnect_rehomes"  # count: episodes aborted and re-homed because the port was reopened
 STATE_RATE_MISMATCH = "state_rate_mismatch"  # count: the run ended because the robot steps at another rate
-UNREQUESTED_HOMES = "unrequested_homes"  # count: HOMED in RUN with no HOME awaiting an answer (episode aborted)
 
 
 class ModeRules:
@@ -76,6 +76,7 @@ class ModeRules:
         self.stopped = SafeStopTicks(controller)
         self.hold_count = 0  # accepted states in a row in HOLD
         self.homing = HomingTicks(controller)
+        self.resets = ResetTicks(controller)
 
     # A fresh state arrived --------------------------------------------------------------------------------------
     def on_state(self, t_in: float, msg: StateMsg) -> TickRecord | None:
@@ -107,12 +108,12 @@ class ModeRules:
             ctl.enter(LoopState.HOLD, "fresh state")
             self.hold_count = 0
             return self._hold_tick(msg, verdict)
-        if msg.flags & HOMED and state in HOMING_MODES and not self._home_asked_for(state, verdict):
-            return self._unrequested_home_tick(msg)
+        if msg.flags & HOMED and state in HOMING_MODES and not self.resets.asked_for(state, verdict):
+            self.hold_count = 0
+            return self.resets.unrequested_home(msg)
         if verdict.restart:
-            ctl.counts["robot_restarts"] += 1
-            logger.warning("tick %d: the robot restarted (its clock and sequence began again); re-homing", ctl.tick)
-            return self._abort_to_hold(msg, ROBOT_RESTART, "the robot restarted: hold, then re-home")
+            self.hold_count = 0
+            return self.resets.restart(msg)
         if not verdict.accepted:
             reasons = (IMPLAUSIBLE_STATE, f"implausible_{verdict.kind}") if finite else (NAN_STATE,)
             return self.rejected_tick(msg, reasons)
@@ -224,51 +225,23 @@ class ModeRules:
         ctl.outbox.command(ctl.hold)
         return ctl.record(msg, EMPTY, ctl.hold, ctl.hold, reasons, float("nan"), False)
 
-    def _home_asked_for(self, state: LoopState, verdict: Verdict) -> bool:
-        asked, late = self.ctl.homing.asked_for(state is LoopState.RUN, verdict.accepted)
-        if late:
-            self.ctl.counts[LATE_HOME_ANSWERS] += 1  # sent before any command of the episode: nothing was applied
-        return asked
-
-    def _unrequested_home_tick(self, msg: StateMsg) -> TickRecord:
-        """A HOMED state in RUN that no HOME of this episode asked for: the robot homed by itself (its own fault
-        reaction, an operator at its pendant). Hold, abort the episode, re-home."""
-        ctl = self.ctl
-        ctl.counts[UNREQUESTED_HOMES] += 1
-        index = ctl.episodes.current.index  # type: ignore[union-attr]
-        logger.warning(
-            "tick %d: the robot reports HOMED in episode %d, but no HOME of the episode awaits an answer: it homed "
-            "by itself (its own fault reaction?); episode aborted, holding to re-home",
-            ctl.tick,
-            index,
-        )
-        return self._abort_to_hold(msg, UNREQUESTED_HOME, f"the robot homed by itself in episode {index}: re-home")
-
-    def _abort_to_hold(self, msg: StateMsg, reason: str, why: str) -> TickRecord:
-        """Abort the episode the robot's own reset ended (``reason``), hold, and re-home from HOLD; more than
-        ``max_robot_resets`` resets within ``robot_reset_window_s`` -> safe stop and the run ends."""
-        ctl = self.ctl
-        ctl.intake.in_a_row = 0
-        ctl.interventions.add((reason,))
-        end = ctl.resets.add(ctl.clock(), reason)
-        if end:
-            ctl.counts[ROBOT_RESET_STORMS] += 1
-            ctl.safe_stop(end)
-            if ctl.sm.state is not LoopState.DONE:
-                ctl.finish(end)
-            return ctl.record(msg, EMPTY, ctl.hold, ctl.hold, (reason,), float("nan"), True)
-        if ctl.episodes.current is not None:
-            ctl.episodes.end(None, aborted=True)
-        ctl.line.new_episode()
-        ctl.intake.new_episode()
-        if ctl.sm.state is not LoopState.HOLD:
-            ctl.enter(LoopState.HOLD, why)
-        self.hold_count = 0
-        ctl.outbox.command(ctl.hold)
-        return ctl.record(msg, EMPTY, ctl.hold, ctl.hold, (reason,), float("nan"), False)
-
-    # Homing -------------------------------------------------------------------------------------------------------
     # Link events ----------------------------------------------------------------------------------------------
+    def on_message(self, msg: Message, t: float) -> None:
+        """A message read at ``t`` (seconds): a state waits in the inbox for its tick (and times the robot's step);
+        a robot e-stop stops at once; an error is counted by its code."""
+        ctl = self.ctl
+        if isinstance(msg, StateMsg):
+            if ctl.inbox.put(msg, t):
+                self.check_rate(msg)
+        elif isinstance(msg, EStopMsg):
+            ctl.counts["robot_estops"] += 1
+            if ctl.sm.state in ACTIVE_MODES:
+                ctl.safe_stop(f"robot e-stop (reason {msg.reason})", send_estop=False)
+        elif isinstance(msg, ErrorMsg):
+            ctl.robot_errors[msg.code] += 1
+        else:
+            ctl.counts[f"ignored_{type(msg).__name__}"] += 1
+
     def check_rate(self, msg: StateMsg) -> None:
         """Every new state times the robot's step (``StateRateCheck``); a robot stepping at another rate than the
         loop's ends the run: no check of a single state can catch it, and nothing the loop does can fix it."""
@@ -285,18 +258,6 @@ class ModeRules:
             ctl.finish(problem)
 
     def on_reconnect(self) -> None:
-        """The port was reopened: what the robot did while it was down is unknown. An episode under way is aborted
-        and the robot held and re-homed. The robot's numbering may have begun again: an e-stop in force is
-        acknowledged by any state of the new link that reports it, and HOLD counts its fresh states anew."""
-        ctl = self.ctl
-        ctl.latch.forget_numbering()
+        """The port was reopened (``ResetTicks.on_reconnect``); HOLD counts its fresh states anew."""
         self.hold_count = 0
-        if ctl.sm.state not in (LoopState.HOMING, LoopState.RUN):
-            return
-        ctl.counts[RECONNECT_REHOMES] += 1
-        logger.warning("tick %d: the port was reopened in %s; holding to re-home", ctl.tick, ctl.sm.state.name)
-        if ctl.episodes.current is not None:
-            ctl.episodes.end(None, aborted=True)
-        ctl.line.new_episode()
-        ctl.inbox.clear()  # read before the reopen
-        ctl.enter(LoopState.HOLD, "the port was reopened: the robot may have restarted; hold, then re-home")
+        self.resets.on_reconnect()
