@@ -44,8 +44,21 @@ class EpisodeTracker:
         self.steps = 0
         return self.current
 
+    def all_taken(self) -> str:
+        """Why the run ends once every goal was taken: all served, or how many were served and aborted ("served"
+        would hide that some goals were never reached for: a link failure, a safe stop)."""
+        aborted = sum(result.aborted for result in self.results)
+        if not aborted:
+            return "all goals served"
+        served = len(self.results) - aborted
+        return f"all goals taken: {served} served, {aborted} aborted (see the episodes' results)"
+
     def step_taken(self) -> None:
         self.steps += 1
+
+    def abort(self) -> None:
+        """End the current episode, if any, as aborted (a safe stop, a robot reset, the end of the run)."""
+        self.end(None, aborted=True)
 
     def end(self, state: np.ndarray | None, aborted: bool) -> None:
         """Record the current episode's result (``state``: the final robot state; None when aborted)."""

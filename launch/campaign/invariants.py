@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from deploy.robot_spec import RobotSpec
-from deploy.runtime.loop_modes import ESTOP_NOT_ACKNOWLEDGED  # the count the loop keeps when it ends for that reason
+from deploy.runtime.loop_safe_stop import (
+    ESTOP_NOT_ACKNOWLEDGED,  # the count the loop keeps when it ends for that reason
+)
 from deploy.runtime.run_report import RunReport
 from deploy.runtime.state_machine import LoopState
 from deploy.wire import CommandMsg, EStopMsg, HomeMsg, Message
