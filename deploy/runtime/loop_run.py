@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from deploy.runtime.safety import FilterResult
+from deploy.runtime.safety import POLICY_FAULT, FilterResult
 from deploy.runtime.tick_record import EMPTY, TickRecord
 from deploy.wire import HOLD_SEQ, StateMsg
 
@@ -70,6 +70,11 @@ class RunTicks:
         """No fresh state this period (``now``: seconds): a heartbeat while the last valid state is young enough,
         else the filter's hold from the anchor, aged."""
         ctl = self.ctl
+        stalled = ctl.path.guard.stalled_for(now)
+        if stalled >= ctl.config.policy_fault_stop_s:  # a stall seen before the states stopped coming
+            ctl.interventions.add((POLICY_FAULT,))
+            ctl.safe_stop(f"the policy failed ({ctl.path.guard.last_fault}) for {stalled:.3f} s")
+            return ctl.record(None, EMPTY, ctl.hold, ctl.hold, (POLICY_FAULT,), float("nan"), True)
         age = now - ctl.intake.last_valid_t
         if age <= ctl.limits.watchdog_hold_s:
             ctl.outbox.heartbeat()  # a late frame is no fault yet; a lock-step robot whose answer was lost replies

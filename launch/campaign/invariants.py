@@ -19,8 +19,10 @@
   seconds) of that, while the fault lasted and the loop went on commanding motion: motion that *stays* unconfirmed
   must end in a safe stop (issue 31: a stalled motor detected within 1 s). A sensor that comes back within that time
   lets the motion be confirmed, and a HOME followed by holds ends it (the arm goes to a known place);
-- ``late_policy_stop``: a policy call stalled past ``policy_fault_stop_s`` and the robot heard no e-stop within
-  ``policy_fault_stop_s`` plus the slack of the call's start (the tick must not wait on a late policy).
+- ``late_policy_stop``: a policy call stalled past ``policy_fault_stop_s`` and the loop neither decided a safe
+  stop, nor left RUN (where it asks the policy), nor did the robot hear an e-stop within ``policy_fault_stop_s``
+  plus the slack of the call's start (the tick must not wait on a late policy; a link that cuts or holds back
+  frames may delay the e-stop's arrival).
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class RunEvidence:
     :param hook_ticks: the ticks the loop recorded (``on_tick`` with a record), in order.
     :param logged_ticks: the ticks read back from the tick log, in order.
     :param stalls: (start, seconds) of each policy stall.
+    :param stop_times: when the loop decided each safe stop (``time.monotonic``: the tick that set ``stop``).
+    :param idle_times: when the loop ticked outside RUN (``time.monotonic``): it asks no policy there, the robot holds.
     :param fault_kinds: the kinds of the run's faults.
     :param within_spec: every fault is one the spec allows.
     :param fault_windows: (kind, start, duration) of each robot fault, in robot ticks (``received``'s indices: the
@@ -90,6 +94,8 @@ class RunEvidence:
     hook_ticks: list[int]
     logged_ticks: list[int]
     stalls: list[tuple[float, float]] = field(default_factory=list)
+    stop_times: list[float] = field(default_factory=list)
+    idle_times: list[float] = field(default_factory=list)
     fault_kinds: list[str] = field(default_factory=list)
     within_spec: bool = False
     fault_windows: list[tuple[str, int, int]] = field(default_factory=list)
@@ -223,7 +229,11 @@ def _check_commands(received: Sequence[tuple[float, Message, bool]], spec: Robot
 
 def _check_stalls(ev: RunEvidence, period_s: float, stop_s: float) -> list[tuple[str, str]]:
     slack_s = max(STALL_SLACK_PERIODS * period_s, STALL_SLACK_MIN_S)
-    estops = [t for t, msg, _ in ev.received if isinstance(msg, EStopMsg)]
+    # the robot's receipt of an e-stop, the loop's decision to stop, or a tick outside RUN (a robot restart put the
+    # loop in HOLD, seed 3000477: no policy is asked, the robot holds): a link that cuts or holds back frames delays
+    # the e-stop's arrival (seeds 3000577, 3001907), but the tick did not wait on the policy
+    received = [t for t, msg, _ in ev.received if isinstance(msg, EStopMsg)]
+    estops = sorted(received + ev.stop_times + ev.idle_times)
     out = []
     for start, seconds in ev.stalls:
         if seconds <= stop_s + slack_s:

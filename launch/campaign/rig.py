@@ -106,10 +106,16 @@ class CampaignRig:
         self._runs += 1
         log_path = Path(self._logdir.name) / f"run{self._runs}.mcap"
         hook_ticks: list[int] = []
+        stop_times: list[float] = []
+        idle_times: list[float] = []
 
         def on_tick(controller: Controller, record: TickRecord | None) -> None:
             if record is not None:
                 hook_ticks.append(record.tick)
+                if record.stop:
+                    stop_times.append(record.t_s)
+                if controller.sm.state is not LoopState.RUN:
+                    idle_times.append(record.t_s)
 
         writer = TickLogWriter(log_path, fsync_interval_s=None)
         goals = GoalSource(sample.goals, sample.goal_seeds)
@@ -137,6 +143,8 @@ class CampaignRig:
             hook_ticks=hook_ticks,
             logged_ticks=read_logged_ticks(log_path),
             stalls=policy.stalls,
+            stop_times=stop_times,
+            idle_times=idle_times,
             fault_kinds=sample.fault_kinds(),
             within_spec=sample.within_spec,
             fault_windows=[(i.fault.kind, i.start, i.duration) for i in sample.robot_faults],

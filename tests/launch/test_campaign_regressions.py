@@ -50,6 +50,10 @@ CASES = [
     pytest.param(1000154, id="1000154-sensor_freeze_4_ticks-push-recovered"),
     pytest.param(1001604, id="1001604-motor_stall_10_ticks-bang_bang-recovered"),
     pytest.param(1001794, id="1001794-sensor_freeze-shipped-homed_and_held"),
+    # a stall the loop saw, then no fresh state (reply latency, a link outage): the silent ticks stop it too
+    pytest.param(3001907, id="3001907-policy_stall-reply_latency-late_stop"),
+    pytest.param(3000577, id="3000577-policy_stall-link_outage-late_stop"),
+    pytest.param(3000477, id="3000477-policy_stall-controller_reboot-held_not_asked"),
     pytest.param(83, id="83-reply_latency_35-false_estop_claim"),
     pytest.param(245, id="245-policy_stall-shipped-late_stop"),
     pytest.param(102, id="102-policy_stall-bang_bang-late_stop"),

@@ -192,3 +192,19 @@ def test_rejections_stop_in_a_row_too_often_or_at_once():
     intake.last_valid_t = 0.0
     assert "blocked" in intake.reject(NOT_FOLLOWING_REASON, 0.01, watchdog_stop_s=1.0)  # at once
     assert "no valid state for 2.000 s" in intake.reject("implausible_too_fast", 2.0, watchdog_stop_s=1.0)
+
+
+def test_a_stall_the_guard_saw_keeps_counting_while_the_call_runs_and_ends_with_it():
+    """A tick with no fresh state asks nothing; the loop still stops a stall it saw (``RunTicks.on_silence``)."""
+    now = [0.0]
+    release = threading.Event()
+    guard = PolicyGuard(lambda flat: release.wait(), 4, 0.01, clock=lambda: now[0], worker=PolicyWorker())
+    assert guard.stalled_for(0.0) == 0.0  # nothing asked yet
+    action, fault = guard.infer(np.zeros((1, 3), dtype=np.float32), wait_s=0.0)
+    assert action is None and fault == LATE
+    now[0] = 0.3
+    assert guard.stalled_for(now[0]) == pytest.approx(0.3)  # from the call's start, while it still runs
+    release.set()
+    assert guard.worker is not None and guard.worker.wait(1.0)
+    assert guard.stalled_for(now[0]) == 0.0  # the call returned: nothing is stalled
+    guard.close()
