@@ -42,7 +42,7 @@ from deploy.runtime.loop_homing import HomingTicks
 from deploy.runtime.loop_resets import ResetTicks
 from deploy.runtime.loop_run import RunTicks
 from deploy.runtime.loop_safe_stop import ESTOP_ACTIVE, ESTOP_FROM_ROBOT, SafeStopTicks
-from deploy.runtime.safety import IMPLAUSIBLE_STATE, NAN_STATE
+from deploy.runtime.safety import IMPLAUSIBLE_STATE, NAN_STATE, POLICY_FAULT
 from deploy.runtime.state_check import Verdict
 from deploy.runtime.state_intake import HOMED
 from deploy.runtime.state_machine import LoopState
@@ -219,6 +219,8 @@ class ModeRules:
         self.hold_count = 0
         ctl.interventions.add(reasons)
         stop = ctl.intake.reject(reasons[-1], ctl.clock(), ctl.limits.watchdog_stop_s)
+        if not stop and ctl.sm.state is LoopState.RUN and (stop := self.run.stalled_policy(ctl.clock())):
+            ctl.interventions.add((POLICY_FAULT,))
         if stop:
             ctl.safe_stop(stop)
             return ctl.record(msg, EMPTY, ctl.hold, ctl.hold, reasons, float("nan"), True)

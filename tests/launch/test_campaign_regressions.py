@@ -54,6 +54,7 @@ CASES = [
     pytest.param(3001907, id="3001907-policy_stall-reply_latency-late_stop"),
     pytest.param(3000577, id="3000577-policy_stall-link_outage-late_stop"),
     pytest.param(3000477, id="3000477-policy_stall-controller_reboot-held_not_asked"),
+    pytest.param(4000965, id="4000965-policy_stall-clock_jump-rejected_states-late_stop"),
     pytest.param(83, id="83-reply_latency_35-false_estop_claim"),
     pytest.param(245, id="245-policy_stall-shipped-late_stop"),
     pytest.param(102, id="102-policy_stall-bang_bang-late_stop"),
