@@ -97,7 +97,10 @@ class CampaignRig:
 
     def run(self, seed: int) -> dict[str, Any]:
         """Run sample ``seed`` and check it; returns its outcome (JSON-friendly)."""
-        sample = self.sample(seed)
+        return self.run_sample(self.sample(seed))
+
+    def run_sample(self, sample: Sample) -> dict[str, Any]:
+        """Run ``sample`` (drawn, or made by a test for one fault) and check it; returns its outcome."""
         t0 = time.perf_counter()
         self.robot.halt()
         self.robot.rewind(sample.goal_seeds[0], SimFaults(schedule=FaultSchedule(sample.robot_faults)))
