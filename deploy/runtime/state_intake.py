@@ -20,7 +20,7 @@ from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
 from deploy.runtime.command_line import CommandLine
 from deploy.runtime.loop_config import LoopConfig
-from deploy.runtime.position_bound import DEFAULT_MAX_UNCONFIRMED_M, MOTION_UNCONFIRMED, PositionBound
+from deploy.runtime.position_bound import DEFAULT_MAX_UNCONFIRMED_M, MIN_CONFIRM_M, MOTION_UNCONFIRMED, PositionBound
 from deploy.runtime.rejection_window import RejectionWindow
 from deploy.runtime.state_check import (
     HOMED_OFF_HOME,
@@ -41,6 +41,11 @@ REJECTED_TOO_OFTEN = "rejected_too_often"  # count: safe stops for max_rejected_
 OFF_HOME_REASON = f"implausible_{HOMED_OFF_HOME}"
 NOT_FOLLOWING_REASON = f"implausible_{NOT_FOLLOWING}"
 UNCONFIRMED_REASON = f"implausible_{MOTION_UNCONFIRMED}"
+HOME_NOT_REACHED = "home_not_reached"  # a HOMED state off the home after motion no state confirmed
+HOME_NOT_REACHED_REASON = f"implausible_{HOME_NOT_REACHED}"
+# metres of unconfirmed reckoning at a HOME above which a HOMED answer off the home means the arm cannot move: twice
+# what a state could have confirmed (an honest episode's last commands in flight span less)
+HOME_DOUBT_M = 2 * MIN_CONFIRM_M
 UNCONFIRMABLE_EXTRA_STEPS = 2  # beyond the delay: the newest command sent, and a step of alignment
 NO_DELAY_LINE = "no_delay_line"  # count (once): the robot reports no delay line (following: unreported_following)
 STOP_AT_ONCE = {
@@ -52,6 +57,11 @@ STOP_AT_ONCE = {
     UNCONFIRMED_REASON: (
         "no state confirmed the arm's motion while the commands could have moved it {span:.3f} m (implausible_"
         "motion_unconfirmed): the position sensor may be frozen or the motors stalled; check the arm before resuming"
+    ),
+    HOME_NOT_REACHED_REASON: (
+        "the robot answered HOMED away from the home after commands that could have moved it {doubt:.3f} m went "
+        "unconfirmed (implausible_home_not_reached): the motors may be stalled or the position sensor frozen; check "
+        "the arm before resuming"
     ),
 }
 
@@ -107,6 +117,7 @@ class StateIntake:
         self.last_valid_t = -math.inf  # local time the newest accepted state was made (estimated, seconds)
         self.in_a_row = 0  # rejected states in a row
         self.to_note: tuple[float, StateMsg, Verdict] | None = None  # accepted: its bookkeeping after the answer
+        self.home_doubt_m = 0.0  # the unconfirmed reckoning when the awaited HOME went out (metres, widest axis)
 
     @property
     def bounds(self) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
@@ -124,6 +135,7 @@ class StateIntake:
         self.restart_checks()
         self.anchor = None
         self.in_a_row = 0
+        self.home_doubt_m = 0.0
         self._window.reset()
 
     def restart_checks(self) -> None:
@@ -133,7 +145,11 @@ class StateIntake:
         self.bound.reset()
 
     def expect_home(self) -> None:
-        """A HOME was sent: the arm moves by itself until its HOMED state is accepted."""
+        """A HOME was sent: the arm moves by itself until its HOMED state is accepted. The motion no state confirmed
+        before it is kept until then (states while homing are new references): a HOMED answer off the home after it
+        shows an arm that cannot move."""
+        if self.bound.low is not None:
+            self.home_doubt_m = max(self.home_doubt_m, self.bound.span_m)
         self.checker.expect_home()
         self.unreported.reset()
 
@@ -160,6 +176,10 @@ class StateIntake:
         for_sure = line.applied_for_sure(old_pending, msg.pending)
         home_expected = self.checker.home_expected  # before the check: a HOMED state accepted ends it
         verdict = self.checker.check(msg, t_in, applied, homed, prompts, for_sure)
+        if verdict.kind == HOMED_OFF_HOME and self.home_doubt_m >= HOME_DOUBT_M:
+            return self._rejected(Verdict(False, HOME_NOT_REACHED))
+        if verdict.accepted and homed:
+            self.home_doubt_m = 0.0
         if verdict.accepted and (kind := self._follows(msg, homed or home_expected)):
             # the checker took it as its anchor; the immediate safe stop resets every check
             return self._rejected(Verdict(False, kind))
@@ -245,7 +265,7 @@ class StateIntake:
                 f"{stale_s:.3f} s (last: {reason})"
             )
         if reason in STOP_AT_ONCE:  # stop now: the e-stop also drops the commands still in the robot's line
-            return STOP_AT_ONCE[reason].format(span=self.bound.span_m)
+            return STOP_AT_ONCE[reason].format(span=self.bound.span_m, doubt=self.home_doubt_m)
         if too_often:
             self.counts[REJECTED_TOO_OFTEN] += 1
             return (

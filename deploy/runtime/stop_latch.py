@@ -6,15 +6,20 @@ delayed from an earlier stop says nothing of this one). A robot that keeps answe
 run (``estop_not_acknowledged``); the time it has been answering is counted from the first state it made after the
 stop went out (its stamp on the loop's clock, by the clock offset the checker had then), and anew after any silence
 longer than ``silence_s``: states made before the robot could hear the e-stop (still in a slow link, or read after a
-link outage that also swallowed the repeats) are no refusal.
+link outage that also swallowed the repeats) are no refusal. The offset is the lowest the latch has been given on
+this link (within ``LATENCY_CREDIT_SILENCES`` times ``silence_s`` of the checker's; a higher one means the robot's
+clock restarted): the checker re-learns its offset after every stop, and under a
+steady reply latency it learns the latency too, so a state made before the stop would read as made after it.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from deploy.wire import seq_newer
 
+LATENCY_CREDIT_SILENCES = 10  # a checker's offset this many silences above the lowest: the robot's clock restarted
 OLD_ESTOP_ACKS = "old_estop_acks"  # count: ESTOP_ACTIVE states numbered before the stop in force (not an ack)
 
 
@@ -33,7 +38,8 @@ class StopLatch:
         self._answering_since: float | None = None  # first state after the stop (or after a silence), seconds
         self._last_state_t: float | None = None
         self._stop_t = 0.0  # when the e-stop in force went out (seconds, the loop's clock)
-        self._offset_s = 0.0  # the loop's clock minus the robot's, as the checker had it then (seconds)
+        self._offset_s = 0.0  # the loop's clock minus the robot's, the fastest transit seen (seconds)
+        self._floor_s: float | None = None  # the lowest finite offset given on this link (seconds)
 
     def engage(self, newest_seq: int | None, now: float, offset_s: float, needs_ack: bool = True) -> None:
         """An e-stop goes out at ``now`` (``needs_ack`` False: the robot stopped by itself, nothing to acknowledge);
@@ -42,12 +48,23 @@ class StopLatch:
         self._stop_seq = newest_seq
         self._answering_since = self._last_state_t = None
         self._stop_t = now
-        self._offset_s = offset_s
+        self._offset_s = self._lowest_offset(offset_s)
+
+    def _lowest_offset(self, offset_s: float) -> float:
+        """The offset to judge stamps by: the lowest seen on this link, unless the checker's is lower, or higher by more
+        than ``LATENCY_CREDIT_SILENCES`` silences (no steady latency: the robot's clock restarted)."""
+        if not math.isfinite(offset_s):
+            return offset_s
+        floor = self._floor_s
+        if floor is None or offset_s < floor or offset_s - floor > LATENCY_CREDIT_SILENCES * self.silence_s:
+            self._floor_s = floor = offset_s
+        return floor
 
     def forget_numbering(self) -> None:
         """The port was reopened: the robot's numbering may have begun again, so any state reporting the e-stop
-        acknowledges it."""
+        acknowledges it; its clock too may have begun again."""
         self._stop_seq = None
+        self._floor_s = None
 
     def answers(self, seq: int) -> bool:
         """Whether a state numbered ``seq`` and flagged ESTOP_ACTIVE acknowledges the e-stop in force."""

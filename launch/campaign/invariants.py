@@ -18,7 +18,9 @@
   ``UNCONFIRMED_MOTION_M`` at the spec's nominal gain, and no e-stop reached the robot within ``DETECT_S`` (robot
   seconds) of that, while the fault lasted and the loop went on commanding motion: motion that *stays* unconfirmed
   must end in a safe stop (issue 31: a stalled motor detected within 1 s). A sensor that comes back within that time
-  lets the motion be confirmed, and a HOME followed by holds ends it (the arm goes to a known place);
+  lets the motion be confirmed, and a HOME followed by holds ends it (the arm goes to a known place). The robot's own
+  e-stop (``robot_estop``) in force in that time is such a stop: it drops the commands in flight and holds the arm
+  just as the loop's does, and the loop sends no e-stop over it;
 - ``late_policy_stop``: a policy call stalled past ``policy_fault_stop_s`` and the loop neither decided a safe
   stop, nor left RUN (where it asks the policy), nor did the robot hear an e-stop within ``policy_fault_stop_s``
   plus the slack of the call's start (the tick must not wait on a late policy; a link that cuts or holds back
@@ -59,6 +61,7 @@ ABORT_SOURCES = (LoopState.HOMING, LoopState.RUN)
 ABORT_TARGETS = (LoopState.SAFE_STOP, LoopState.HOLD, LoopState.DONE)
 ACTION_TOLERANCE = 1e-6  # command units (float64 on the wire)
 NO_MOTION_KINDS = ("sensor_freeze", "motor_stall")  # faults under which no commanded motion can be confirmed
+ROBOT_STOP_KINDS = ("robot_estop",)  # faults that stop the arm on the robot's side (its own e-stop)
 UNCONFIRMED_MOTION_M = 0.05  # net commanded motion (metres, nominal gain) that must not go unconfirmed...
 MOTION_WINDOW_S = 1.0  # ... within this many robot seconds ...
 DETECT_S = 1.0  # ... without an e-stop within this many robot seconds after it reached that
@@ -166,7 +169,10 @@ def _check_unconfirmed_motion(ev: RunEvidence, spec: RobotSpec) -> list[tuple[st
             j = max(start, k - window, *(h + 1 for h in homes if h < k))
             if np.linalg.norm(travelled[k] - travelled[j]) < UNCONFIRMED_MOTION_M:
                 continue
-            if not _motion_stopped(moves, (start, k, start + duration), detect, estops, homes):
+            robot_stopped = any(
+                s <= k + detect and s + d >= start for name, s, d in ev.fault_windows if name in ROBOT_STOP_KINDS
+            )
+            if not robot_stopped and not _motion_stopped(moves, (start, k, start + duration), detect, estops, homes):
                 return [
                     (
                         "unconfirmed_motion_not_stopped",

@@ -138,6 +138,13 @@ def test_motion_unconfirmed_under_a_frozen_sensor_or_stalled_motors_must_end_in_
     assert _names(_check(_evidence(received=moving, fault_windows=[("sensor_freeze", 0, 60)]))) == [
         "unconfirmed_motion_not_stopped"
     ]
+    # the robot's own e-stop in force within 1 s stops the arm as the loop's would (seed 310182)
+    own_stop = [*stall, ("robot_estop", 12, 28)]
+    assert _check(_evidence(received=pushes + [(0.0, hold, True)] * 40, fault_windows=own_stop)) == []
+    too_late = [*stall, ("robot_estop", 40, 5)]  # 5 cm by tick 2: 1 s later is tick 27
+    assert _names(_check(_evidence(received=pushes + [(0.0, hold, True)] * 40, fault_windows=too_late))) == [
+        "unconfirmed_motion_not_stopped"
+    ]
 
 
 def test_faulty_policy_applies_each_fault_in_its_window_of_calls():
@@ -209,10 +216,7 @@ def test_a_run_past_its_timeout_is_a_hang_and_the_campaign_goes_on():
 
 # Samples of the CI campaign that still break an invariant after issue 31's fixes: known gaps, each named. The test
 # fails on any other failing sample (a new gap or a regression) and on a known one that no longer fails (drop it).
-KNOWN_GAPS = {
-    310299: "estop_not_acknowledged under 28 periods of reply latency with a stalled motor and byte corruption",
-    310103: "stalled motors after a HOMED state no HOME asked for: the stop comes later than 1 s",
-}
+KNOWN_GAPS: dict[int, str] = {}
 
 
 @pytest.mark.slow

@@ -61,6 +61,9 @@ CASES = [
     pytest.param(295, id="295-motor_stall-push-not_stopped"),
     pytest.param(1341, id="1341-motor_stall-bang_bang-not_stopped"),
     pytest.param(9577, id="9577-sensor_freeze-shipped"),  # the shipped-policy case; held before the fixes
+    pytest.param(310299, id="310299-reply_latency_28-motor_stall-false_estop_claim"),
+    pytest.param(310103, id="310103-fake_homed-motor_stall-push-not_stopped"),
+    pytest.param(310182, id="310182-sensor_freeze-robot_estop-nan_state-not_stopped"),
 ]
 
 
@@ -73,3 +76,22 @@ def test_campaign_sample_breaks_no_invariant(rig: CampaignRig, seed: int):
         + "; ".join(f"{v['invariant']}: {v['detail']}" for v in outcome["violations"])
         + f"  replay: robot-grpo campaign --runs 1 --seed {seed}"
     )
+
+
+# Known gaps of the CI campaign (seeds 310000+), fixed: each ends for the reason its fix gives
+FIXED_GAPS = {
+    310299: ("", "without acknowledging"),  # reply latency learnt into the clock offset: no false claim
+    310103: ("implausible_home_not_reached", ""),  # a HOMED answer off home after a stall stops at once
+    310182: ("robot e-stop", ""),  # the robot's own e-stop stopped the arm within 1 s of the frozen sensor's motion
+}
+
+
+@pytest.mark.parametrize("seed", sorted(FIXED_GAPS))
+def test_a_fixed_gap_of_the_ci_campaign_replays_without_breaking_an_invariant(rig: CampaignRig, seed: int):
+    outcome = rig.run_confirmed(seed)
+    assert outcome["violations"] == [], outcome
+    assert outcome["steps_outside"] == 0 and outcome["end_reason"]
+    stop_named, never_said = FIXED_GAPS[seed]
+    assert any(stop_named in reason for reason in outcome["stop_reasons"]), outcome["stop_reasons"]
+    if never_said:
+        assert never_said not in outcome["end_reason"], outcome["end_reason"]

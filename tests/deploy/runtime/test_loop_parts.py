@@ -16,8 +16,16 @@ from deploy.runtime.loop_config import LoopConfig
 from deploy.runtime.policy_guard import LATE, RAISED, PolicyGuard
 from deploy.runtime.policy_worker import PolicyWorker
 from deploy.runtime.robot_resets import ResetHistory
+from deploy.runtime.state_check import HOMED_OFF_HOME
 from deploy.runtime.state_inbox import StateInbox
-from deploy.runtime.state_intake import NOT_FOLLOWING_REASON, REJECTED_TOO_OFTEN, StateIntake
+from deploy.runtime.state_intake import (
+    HOME_DOUBT_M,
+    HOME_NOT_REACHED,
+    HOME_NOT_REACHED_REASON,
+    NOT_FOLLOWING_REASON,
+    REJECTED_TOO_OFTEN,
+    StateIntake,
+)
 from deploy.runtime.stop_latch import OLD_ESTOP_ACKS, StopLatch
 from deploy.wire import StateFlags, StateMsg
 
@@ -63,6 +71,29 @@ def test_stop_latch_times_the_answers_from_the_first_state_after_a_silence():
     assert not latch.acked and latch.counts[OLD_ESTOP_ACKS] == 1
     latch.acknowledge_if(11)
     assert latch.acked
+
+
+def test_stop_latch_judges_stamps_by_the_lowest_offset_of_the_link():
+    """Seed 310299: the checker re-learnt its offset after a stop while replies came 0.28 s late, so it held the
+    latency; states made before the next stop read as made after it and the run ended with a false claim."""
+    latch = StopLatch(Counter(), silence_s=0.1)
+    latch.engage(newest_seq=1, now=1.0, offset_s=0.5)  # learnt with no latency
+    latch.acknowledge_if(2)
+    latch.engage(newest_seq=20, now=3.0, offset_s=0.78)  # learnt under a steady 0.28 s reply latency
+    for i in range(28):  # made 2.5 .. 2.77 s on the loop's clock (before the stop), arriving 0.28 s later
+        assert latch.answering_s(3.0 + 0.01 * i, stamp_s=2.22 + 0.01 * i) == 0.0
+    assert latch.answering_s(3.29, stamp_s=2.51) == 0.0  # the first made after the stop starts the clock
+    assert latch.answering_s(3.34, stamp_s=2.56) == pytest.approx(0.05)
+    latch.forget_numbering()  # a reopened port: the robot's clock may have begun again
+    latch.engage(newest_seq=None, now=10.0, offset_s=9.0)
+    assert latch.answering_s(10.01, stamp_s=1.005) == 0.0 and latch.answering_s(10.06, stamp_s=1.055) > 0.0
+
+
+def test_stop_latch_takes_an_offset_far_above_the_lowest_as_a_restarted_clock():
+    latch = StopLatch(Counter(), silence_s=0.1)
+    latch.engage(newest_seq=1, now=1.0, offset_s=0.5)
+    latch.engage(newest_seq=9, now=5.0, offset_s=4.5)  # 4 s higher: no latency is that steady; the clock restarted
+    assert latch.answering_s(5.01, stamp_s=0.505) == 0.0 and latch.answering_s(5.06, stamp_s=0.555) > 0.0
 
 
 def test_a_stop_the_robot_made_itself_needs_no_acknowledgement():
@@ -208,3 +239,26 @@ def test_a_stall_the_guard_saw_keeps_counting_while_the_call_runs_and_ends_with_
     assert guard.worker is not None and guard.worker.wait(1.0)
     assert guard.stalled_for(now[0]) == 0.0  # the call returned: nothing is stalled
     guard.close()
+
+
+def test_a_homed_answer_off_home_after_unconfirmed_motion_stops_at_once():
+    """Seed 310103: the motors stalled near an episode's end; its HOME's HOMED answers lay where the arm stalled and
+    were only resent for (1.2 s of robot time). With motion unconfirmed when the HOME went out, the first one stops."""
+    spec = robot_spec()
+    state = np.zeros(CONTRACT.state_dim)
+    state[slice(*CONTRACT.position_slice)] = spec.home_position_m
+    for pushed_m, kind in ((0.02, HOME_NOT_REACHED), (0.0, HOMED_OFF_HOME)):  # a glitch with nothing unconfirmed
+        intake = _intake()
+        assert intake.check(StateMsg(1, 0.0, state.copy(), int(StateFlags.HOMED), ()), 0.001, 1).accepted
+        home = list(spec.home_position_m)
+        moves = [(5, [pushed_m, 0.0, 0.0]), (6, [pushed_m, 0.0, 0.0])]  # commanded, never confirmed
+        intake.bound.update(home, intake.bound.low, intake.bound.high, moves, None, (0.0, 0.0, 0.0))
+        intake.expect_home()
+        assert (intake.home_doubt_m >= HOME_DOUBT_M) == (kind == HOME_NOT_REACHED)
+        off = state.copy()
+        off[CONTRACT.position_slice[0]] += 0.05
+        verdict = intake.check(StateMsg(2, 0.04, off, int(StateFlags.HOMED), ()), 0.041, 2)
+        assert not verdict.accepted and verdict.kind == kind
+    intake = _intake()
+    intake.home_doubt_m, intake.last_valid_t = 0.03, 0.0
+    assert "stalled" in intake.reject(HOME_NOT_REACHED_REASON, 0.01, watchdog_stop_s=1.0)  # at once
