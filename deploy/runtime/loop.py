@@ -145,7 +145,7 @@ class Controller:
         self.inbox = StateInbox(self.counts, self.period_s)
         self.homing = Homing(self.config, self.period_s, spec.homing_s)
         self.resets = ResetHistory(self.config.max_robot_resets, self.config.robot_reset_window_s)
-        self.latch = StopLatch(self.counts, limits.watchdog_stop_s)
+        self.latch = StopLatch(self.counts, limits.watchdog_stop_s, self.config.resync_states)
         worker = PolicyWorker() if clock is time.monotonic else None
         guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock, check_policy_id(policy_id), worker)
         self.path = CommandPath(contract, limits, self.line, guard)

@@ -4,7 +4,9 @@ numpy only (robot side). The e-stop repeats every period until the robot acknowl
 acknowledged, an accepted state not flagged ESTOP_FROM_ROBOT recovers (WAIT_FRESH -> HOLD, when ``recover``). The
 run ends when no valid state comes for ``recover_timeout_s`` since the stop (or the last valid state after it), or
 when the robot keeps answering without acknowledging for ``stop_ack_timeout_s`` (timed from its first state after the
-stop or after a silence: ``StopLatch``; ``estop_not_acknowledged``). Acts through the controller's actions
+stop or after a silence: ``StopLatch``; ``estop_not_acknowledged``). A robot that restarts before acknowledging
+(its numbering and clock begin again, and it is no longer in e-stop: ``StopLatch.restarted``) gets the e-stop anew
+and is judged by its new numbering and clock from then on. Acts through the controller's actions
 (``deploy.runtime.loop.Controller``).
 """
 
@@ -25,6 +27,7 @@ logger = logging.getLogger(__name__)
 ESTOP_ACTIVE = int(StateFlags.ESTOP_ACTIVE)  # as plain ints: a tick tests several bits
 ESTOP_FROM_ROBOT = int(StateFlags.ESTOP_FROM_ROBOT)
 ESTOP_NOT_ACKNOWLEDGED = "estop_not_acknowledged"  # count: the robot kept answering a safe stop without acknowledging
+RESTARTS_IN_STOP = "robot_restarts_in_stop"  # count: the robot restarted before acknowledging; the e-stop went anew
 
 
 class SafeStopTicks:
@@ -43,6 +46,14 @@ class SafeStopTicks:
         ctl = self.ctl
         if not verdict.accepted and self.timed_out(f"its states were invalid (last: {verdict.kind})"):
             return False
+        if not ctl.latch.acked and ctl.latch.restarted(msg.seq, msg.t_s, ctl.clock()):
+            ctl.counts[RESTARTS_IN_STOP] += 1
+            logger.warning(
+                "tick %d: the robot restarted before acknowledging the e-stop (its numbering began again); e-stop "
+                "sent anew",
+                ctl.tick,
+            )
+            ctl.latch.reengage(ctl.clock())
         if not ctl.latch.acked:
             answering_s = ctl.latch.answering_s(ctl.clock(), msg.t_s)
             if answering_s > ctl.config.stop_ack_timeout_s:  # it hears us (it answers) but does not stop

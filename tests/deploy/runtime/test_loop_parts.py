@@ -96,6 +96,45 @@ def test_stop_latch_takes_an_offset_far_above_the_lowest_as_a_restarted_clock():
     assert latch.answering_s(5.01, stamp_s=0.505) == 0.0 and latch.answering_s(5.06, stamp_s=0.555) > 0.0
 
 
+def test_stop_latch_confirms_a_restart_and_takes_the_new_numbering_and_clock():
+    """Seed 2001162: the controller rebooted while the stop went unanswered (a link outage); its states, numbered
+    from 1 again and flagged ESTOP_ACTIVE, were taken for old acknowledgements and timed on the old clock."""
+    counts: Counter[str] = Counter()
+    latch = StopLatch(counts, silence_s=0.1, resync_states=3)
+    latch.engage(newest_seq=15, now=1.0, offset_s=0.5)  # the old clock runs 0.5 s behind the loop's
+    assert not latch.restarted(1, stamp_s=0.10, now=2.00)  # the new clock: 1.9 s behind the loop's
+    latch.acknowledge_if(1)
+    assert not latch.restarted(2, stamp_s=0.11, now=2.01) and not latch.acked
+    assert latch.restarted(3, stamp_s=0.12, now=2.02)  # three in a row, each after the one before
+    latch.reengage(now=2.02)
+    assert not latch.acked
+    assert latch.answering_s(2.03, stamp_s=0.12) == 0.0  # made at 2.02 s on the new clock: not after the new stop
+    assert latch.answering_s(2.05, stamp_s=0.14) == 0.0  # the first made after it starts the clock
+    assert latch.answering_s(2.07, stamp_s=0.16) == pytest.approx(0.02)
+    latch.acknowledge_if(3)  # numbered with the chain: no acknowledgement of the stop sent anew
+    assert not latch.acked and counts[OLD_ESTOP_ACKS] == 2
+    latch.acknowledge_if(4)
+    assert latch.acked
+
+
+def test_stop_latch_sees_no_restart_in_old_states_among_live_ones():
+    """Replayed or late states numbered before the stop, between the live numbering's: no restart; a robot that
+    keeps answering without acknowledging is still timed (estop_ignored)."""
+    latch = StopLatch(Counter(), silence_s=0.1, resync_states=3)
+    latch.engage(newest_seq=15, now=1.0, offset_s=0.5)
+    arrivals = [(12, 0.40), (16, 0.52), (13, 0.41), (17, 0.53), (14, 0.42), (18, 0.54)]  # old, live, old, ...
+    assert not any(latch.restarted(seq, stamp, 1.0 + 0.01 * i) for i, (seq, stamp) in enumerate(arrivals))
+    assert not latch.restarted(5, stamp_s=0.3, now=1.1) and not latch.restarted(4, stamp_s=0.31, now=1.11)
+    assert not latch.restarted(6, stamp_s=0.29, now=1.12)  # stamped before the one before: a new chain of one
+    for i in range(13):  # the live numbering goes on, each state made 0.5 s before it arrives
+        now, stamp = 1.2 + 0.05 * i, 0.7 + 0.05 * i
+        assert not latch.restarted(19 + i, stamp, now)
+        answering = latch.answering_s(now, stamp)
+    assert answering == pytest.approx(0.6)  # answering since 1.2 s, never acknowledging
+    with pytest.raises(ValueError, match="resync_states"):
+        StopLatch(Counter(), silence_s=0.1, resync_states=1)
+
+
 def test_a_stop_the_robot_made_itself_needs_no_acknowledgement():
     latch = StopLatch(Counter(), silence_s=0.1)
     latch.engage(newest_seq=3, now=0.0, offset_s=0.0, needs_ack=False)
