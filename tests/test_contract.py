@@ -104,7 +104,9 @@ def test_to_dict_from_dict_round_trip_through_json(history_len: int) -> None:
 
 def test_from_dict_rejects_other_versions_and_inconsistent_dims() -> None:
     data = fetch_reach_contract(2).to_dict()
-    with pytest.raises(ValueError, match="format_version 2 is not supported"):
+    with pytest.raises(ValueError, match="format_version 3 is not supported"):
+        ObservationContract.from_dict({**data, "format_version": 3})
+    with pytest.raises(ValueError, match="format_version 2 needs 'block_slice'"):
         ObservationContract.from_dict({**data, "format_version": 2})
     with pytest.raises(ValueError, match="history_order"):
         ObservationContract.from_dict({**data, "history_order": "newest_first"})

@@ -204,6 +204,11 @@ class ModeRules:
             episodes.end(msg.state, aborted=False)
             self.start_episode()
             return None
+        if ended := ctl.intake.episode_end_reason():  # the task cannot go on (the block fell off the table)
+            ctl.interventions.add((ended,))
+            episodes.end(msg.state, aborted=True, reason=ended)
+            self.start_episode()
+            return None
         if episodes.steps and msg.pending and msg.pending[-1] == HOLD_SEQ:
             ctl.counts["robot_held"] += 1  # our previous command was lost or reached the robot after its step
         if len(msg.pending) > ctl.spec.delay_range[1]:
