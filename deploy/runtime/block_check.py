@@ -6,8 +6,8 @@ numpy-free, stdlib only (robot side). One ``BlockCheck`` per controller of a tas
 the block's last step) and nothing else. Per state whose gripper part the state checker accepted:
 
 - the block moves only while the gripper is near it (``gripper_near_m`` of the spec, at the reference or now) or while
-  it still slides from a push (at most as far as its own last step: friction only slows it), or falls (gravity);
-  otherwise the motion is ``block_moved_alone``;
+  it still slides from a push (at most as far as its own last step: friction only slows it), or falls (gravity
+  explains a downward motion only); otherwise the motion is ``block_moved_alone``;
 - it never moves further in one step than the gripper's own step explains (``PUSH_FACTOR`` x the gripper's step,
   plus its slide, the fall and the tracker's noise); a reading beyond that is a tracker glitch: ``block_jump``.
 
@@ -81,11 +81,12 @@ class BlockCheck:
             return ""
         block, gripper = state[self._block], state[self._grip]
         steps = (self.steps_since + 1) * self._steps_per_reading
-        moved = math.dist(block, self.block)
+        dx, dy, dz = (b - r for b, r in zip(block, self.block, strict=True))
+        if dz < 0:  # a fall explains up to g x t^2 of a downward motion (it never explains a sideways one)
+            dz = min(0.0, dz + self._fall_m * steps * steps)
+        moved = math.hypot(dx, dy, dz)
         self.last_distance_m = moved
-        slide = min(self.last_step_m, self._max_push_m) * steps
-        fall = self._fall_m * steps * steps
-        allowed_alone = self._noise_m + slide + fall
+        allowed_alone = self._noise_m + min(self.last_step_m, self._max_push_m) * steps  # noise and the slide
         if moved <= allowed_alone:
             return ""
         gripper_step = math.dist(gripper, self.gripper)
