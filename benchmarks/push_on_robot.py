@@ -127,7 +127,7 @@ def render(result: dict[str, Any]) -> str:
         f"{result['seeds'][-1]}; robot over a pty in {result['mode']} mode with spec `{result['spec']}`. "
         f"Command: `{result['command']}`.",
         "",
-        "| run | success | vs pure sim (pp) | gripper steps outside box | block jumps rejected | episodes ended early |",
+        "| run | success | vs pure sim (pp) | gripper steps outside box | block jumps rejected | ended early |",
         "|---|---|---|---|---|---|",
         f"| pure simulation ({SIM_ENV_ID}) | {sim['rate']:.1%} | - | - | - | - |",
         f"| robot over the pty | {robot['rate']:.1%} | {result['gap_pp']:+.1f} | "
