@@ -3,6 +3,8 @@ rate from the spec; the contract and spec the exporter and the runtime need."""
 
 from __future__ import annotations
 
+import itertools
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -48,7 +50,7 @@ def test_a_slower_tracker_holds_its_reading_between_readings() -> None:
     readings = [env.reset(seed=1)[0]["observation"][3:6].copy()]
     for _ in range(4):
         readings.append(env.step(np.zeros(4))[0]["observation"][3:6].copy())
-    same = [a.tobytes() == b.tobytes() for a, b in zip(readings, readings[1:], strict=False)]
+    same = [a.tobytes() == b.tobytes() for a, b in itertools.pairwise(readings)]
     assert same == [True, False, True, False]  # held one step, then a fresh (noisy) reading
 
 
