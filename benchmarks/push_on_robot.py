@@ -167,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     package = load_package(args.package, allow_failed_checks=args.allow_failed_checks)
     contract = package.contract
     if not contract.has_block:
-        print(f"error: package {args.package} has no block in its contract ({contract.name}); pass a push package")
+        print(
+            f"error: package {args.package} has no block in its contract ({contract.name}); pass a push package",
+            file=sys.stderr,
+        )
         return 2
     act = package.make_backend("ort-cpu", args.variant)
     seeds = list(range(args.first_seed, args.first_seed + args.episodes))
