@@ -32,6 +32,12 @@ BLOCK_TRACKER_MISSING = "block_tracker_missing"  # a push package on a robot tha
 BLOCK_NOT_READ = "block_not_read"  # a package without a block on a robot that reports one (another state layout)
 
 
+BLOCK_FIXES = (
+    "run a push package on a robot whose spec has a block_tracker (the push cell: calibration/sim_fetch_push.yaml) and "
+    "a reach package on one without (the override cannot help: the safety filter refuses another state layout)"
+)
+
+
 class CompatibilityError(ValueError):
     """The robot spec and the policy package do not belong together."""
 
@@ -101,5 +107,7 @@ def check_compatibility(
     with ``override`` return the disagreements instead (the caller logs them and records them in its report)."""
     problems = mismatches(spec, contract, trained_delays, package_name)
     if problems and not override:
-        raise CompatibilityError("; ".join(problems) + f". Fix: {FIXES}")
+        block = block_mismatches(spec, contract)
+        fixes = BLOCK_FIXES if block and len(block) == len(problems) else FIXES
+        raise CompatibilityError("; ".join(problems) + f". Fix: {fixes}")
     return problems
