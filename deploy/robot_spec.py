@@ -40,6 +40,8 @@ length", the gain is not "the contract's scale"). The file form, schema version 
       watchdog_stop_s: 0.5             # optional: state older than this -> safe stop / e-stop (seconds)
       envelope_margin_m: 0.1           # optional: a reported position further than this outside the workspace
                                        # is not physically plausible (metres)
+    block_tracker: {...}               # optional: the robot reports a block's position (push; see
+                                       # deploy.block_tracker_spec): tracker noise (m), rate (Hz), table box
     measurements: {...}                # optional, written by the probe: per-run values, spreads, probe settings
 
 A missing, malformed, misspelt or out-of-range key raises ``RobotSpecError`` naming the file, the key and the
@@ -55,6 +57,7 @@ from typing import Any
 
 import yaml
 
+from deploy.block_tracker_spec import BlockTrackerSpec, parse_block_tracker
 from deploy.robot_spec_sections import (
     AXES,
     RobotSpecError,
@@ -116,6 +119,7 @@ class RobotSpec:
     home_position_m: tuple[float, float, float] | None = None
     home_tolerance_m: float = 0.0
     state_bounds: Mapping[str, tuple[float, float]] | None = None
+    block_tracker: BlockTrackerSpec | None = None
     measurements: Mapping[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
@@ -158,6 +162,7 @@ class RobotSpec:
             "homing_s": self.homing_s,
             **self._home_dict(),
             **self._state_bounds_dict(),
+            **({"block_tracker": self.block_tracker.to_dict()} if self.block_tracker else {}),
             "workspace": {"low": list(self.workspace_low), "high": list(self.workspace_high)},
             "limits": {
                 "max_action": self.max_action,
@@ -186,6 +191,7 @@ KNOWN_KEYS: dict[str, tuple[str, ...]] = {
         "homing_s",
         "home",
         "state_bounds",
+        "block_tracker",
         "workspace",
         "limits",
         "measurements",
@@ -302,6 +308,7 @@ def robot_spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Rob
             home_position_m=home_position,
             home_tolerance_m=home_tolerance,
             state_bounds=parse_state_bounds(data.get("state_bounds")),
+            block_tracker=parse_block_tracker(data.get("block_tracker"), period),
             measurements=measurements,
         )
     except RobotSpecError as err:

@@ -138,7 +138,7 @@ class Controller:
             port, self.counts, self.config.reconnect_interval_s, clock, contract, baudrate, sleep
         )
         self.episodes = EpisodeTracker(
-            goals, slice(*contract.position_slice), self.config.success_radius_m, self.config.max_episode_steps
+            goals, slice(*contract.achieved_slice), self.config.success_radius_m, self.config.max_episode_steps
         )
         self.line = CommandLine(contract, spec.delay_range[1], self.counts, limits.position_dims)
         self.intake = StateIntake(spec, contract, self.period_s, self.config, self.line, self.counts, checker_class)

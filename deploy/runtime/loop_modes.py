@@ -173,6 +173,11 @@ class ModeRules:
             episodes.end(msg.state, aborted=False)
             self.homing.start_episode()
             return None
+        if ended := ctl.intake.episode_end_reason():  # the task cannot go on (the block fell off the table)
+            ctl.interventions.add((ended,))
+            episodes.end(msg.state, aborted=True, reason=ended)
+            self.homing.start_episode()
+            return None
         return self.run.on_state(t_in, msg)
 
     # No fresh state this period ---------------------------------------------------------------------------------

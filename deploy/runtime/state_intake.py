@@ -7,7 +7,9 @@ line, ``UnreportedFollowing`` reckons whether the arm follows the commands sent.
 and refreshes the watchdog (``last_valid_t``). A rejected one (or a non-finite or malformed one) is held and counted,
 never planned with; ``reject`` says when it calls for a safe stop: ``max_implausible_states`` in a row,
 ``max_rejected_in_window`` of the last ``rejection_window_states``, no valid state for ``watchdog_stop_s``, or at once
-when the arm did not follow the commands it applied (``not_following``).
+when the arm did not follow the commands it applied (``not_following``). A task with a block: ``block_check.BlockCheck``
+judges the block's position once the gripper's is accepted (``block_jump``, ``block_moved_alone``) and says when the
+block left the table (``episode_end_reason``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections import Counter
 
 from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
+from deploy.runtime.block_check import BLOCK_OFF_TABLE, BlockCheck
 from deploy.runtime.command_line import CommandLine
 from deploy.runtime.loop_config import LoopConfig
 from deploy.runtime.position_bound import DEFAULT_MAX_UNCONFIRMED_M, MIN_CONFIRM_M, MOTION_UNCONFIRMED, PositionBound
@@ -106,6 +109,10 @@ class StateIntake:
         self.line = line
         self.counts = counts
         self._pos = slice(*contract.position_slice)
+        tracker = spec.block_tracker
+        self.block = (
+            BlockCheck(tracker, contract, period_s, spec.max_step_m) if contract.has_block and tracker else None
+        )
         self._max_in_a_row = config.max_implausible_states
         self._window = RejectionWindow(config.rejection_window_states, config.max_rejected_in_window)
         self._window_text = (
@@ -143,6 +150,8 @@ class StateIntake:
         self.checker.reset()
         self.unreported.reset()
         self.bound.reset()
+        if self.block is not None:
+            self.block.reset()
 
     def expect_home(self) -> None:
         """A HOME was sent: the arm moves by itself until its HOMED state is accepted. The motion no state confirmed
@@ -152,10 +161,18 @@ class StateIntake:
             self.home_doubt_m = max(self.home_doubt_m, self.bound.span_m)
         self.checker.expect_home()
         self.unreported.reset()
+        if self.block is not None:
+            self.block.reset()  # the block is placed anew with the arm's home
 
     def new_episode(self) -> None:
         """The robot homed by itself or restarted: what it applied before is gone."""
         self.unreported.reset()
+        if self.block is not None:
+            self.block.reset()
+
+    def episode_end_reason(self) -> str:
+        """Why the episode under way must end now ("" for no reason): the block fell off the table."""
+        return BLOCK_OFF_TABLE if self.block is not None and self.block.off_table else ""
 
     # The check --------------------------------------------------------------------------------------------------
     def check(self, msg: StateMsg, t_in: float, prompts: int) -> Verdict:
@@ -183,11 +200,15 @@ class StateIntake:
         if verdict.accepted and (kind := self._follows(msg, homed or home_expected)):
             # the checker took it as its anchor; the immediate safe stop resets every check
             return self._rejected(Verdict(False, kind))
+        if verdict.accepted and (kind := self._judge_block(msg, homed or home_expected)):
+            return self._rejected(Verdict(False, kind))  # like _follows: the checker took it as its anchor
         if verdict.accepted and (kind := self._fold_into_bound(msg, verdict, old_pending, for_sure)):
             return self._rejected(Verdict(False, kind))
         if verdict.restart:
             self._new_reference(msg, verdict)
         if verdict.accepted or verdict.restart:
+            if self.block is not None:
+                self.block.accept(msg.state.tolist())
             self.anchor = msg
             self._anchor_sent_seq = line.last_sent_seq
             self.last_valid_t = self.checker.robot_time_local(msg.t_s)
@@ -205,6 +226,12 @@ class StateIntake:
         elif self.unreported.not_following(msg.state[self._pos].tolist()):
             return NOT_FOLLOWING
         return ""
+
+    def _judge_block(self, msg: StateMsg, homing: bool) -> str:
+        """The block check of an accepted state: "" or its rejection kind (a HOMED state places the block anew)."""
+        if self.block is None or homing:
+            return ""
+        return self.block.judge(msg.state.tolist())
 
     def _fold_into_bound(
         self, msg: StateMsg, verdict: Verdict, old_pending: tuple[int, ...], for_sure: list[list[float]] | None
@@ -234,6 +261,8 @@ class StateIntake:
 
     def _rejected(self, verdict: Verdict) -> Verdict:
         self.counts[f"implausible_{verdict.kind}"] += 1
+        if self.block is not None:
+            self.block.rejected()
         return verdict
 
     def _warn_no_line(self) -> None:
