@@ -34,7 +34,7 @@ length", the gain is not "the contract's scale"). The file form, schema version 
       max_action: 1.0                  # |action| bound, command units
       max_action_rate: 0.5             # max change of a command between ticks, command units per step
       barrier_fraction: 0.5            # approach a workspace face by at most this share of the gap per step
-      barrier_gain_margin: 1.5         # optional: the barrier plans with this many times the gain bound, so a
+      barrier_gain_margin: 2.0         # optional: the barrier plans with this many times the gain bound, so a
                                        # motor up to that much faster than calibrated stays inside until caught
       watchdog_hold_s: 0.1             # optional: state older than this -> hold (seconds)
       watchdog_stop_s: 0.5             # optional: state older than this -> safe stop / e-stop (seconds)
@@ -79,7 +79,7 @@ DEFAULT_SIM_SPEC = INSTALL_ROOT / "calibration" / "sim_fetch.yaml"  # shipped: f
 DEFAULT_WATCHDOG_HOLD_S = 0.1
 DEFAULT_WATCHDOG_STOP_S = 0.5
 DEFAULT_ENVELOPE_MARGIN_M = 0.1
-DEFAULT_BARRIER_GAIN_MARGIN = 1.5  # the barrier plans with 1.5x the gain bound (see docs/safety.md)
+DEFAULT_BARRIER_GAIN_MARGIN = 2.0  # the barrier plans with 2x the gain bound (see docs/safety.md)
 MAX_BARRIER_GAIN_MARGIN = 10.0
 DEFAULT_HOMING_S = 0.0  # not measured: the loop sizes its wait for HOMED by the round trips it measures
 MAX_HOMING_S = 600.0
