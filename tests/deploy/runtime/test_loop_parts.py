@@ -301,3 +301,32 @@ def test_a_homed_answer_off_home_after_unconfirmed_motion_stops_at_once():
     intake = _intake()
     intake.home_doubt_m, intake.last_valid_t = 0.03, 0.0
     assert "stalled" in intake.reject(HOME_NOT_REACHED_REASON, 0.01, watchdog_stop_s=1.0)  # at once
+
+
+def test_the_worker_answers_twice_asked_and_its_thread_ends_when_closed_idle_busy_or_with_an_untaken_answer():
+    worker = PolicyWorker()
+    worker.submit(lambda x: x * 2, 3)
+    assert worker.wait(1.0) and worker.wait(0.0)  # a second wait still sees the posted answer
+    assert worker.take() == (6, None) and not worker.busy
+    with pytest.raises(RuntimeError, match="still running"):
+        release = threading.Event()
+        worker.submit(lambda x: release.wait(), None)
+        worker.submit(lambda x: x, 1)
+    release.set()
+    assert worker.wait(1.0)
+    worker.close()  # an answer posted and never taken: the thread still leaves
+    worker._thread.join(1.0)
+    assert not worker._thread.is_alive()
+    idle = PolicyWorker()
+    idle.close()
+    idle._thread.join(1.0)
+    assert not idle._thread.is_alive()
+    with pytest.raises(RuntimeError, match="closed"):
+        idle.submit(lambda x: x, 1)
+    gate = threading.Event()
+    busy = PolicyWorker()
+    busy.submit(lambda x: gate.wait(), None)
+    busy.close()  # closed mid-call: leaves once the call returns
+    gate.set()
+    busy._thread.join(1.0)
+    assert not busy._thread.is_alive()
