@@ -249,12 +249,12 @@ class Controller:
                     self.robot_link.take_rejected()  # a good state came too: the malformed ones are only counted
                 break
             self._receive(remaining)
-        while self.sm.state is not LoopState.DONE and (remaining := deadline - self._clock()) > 0:
-            self._receive(remaining)  # an e-stop acts at once; a state waits for the next tick
-        if record is not None:
+        if record is not None:  # written now, while the robot steps: not when its next state may be arriving
             record.jitter_s = lateness
             if self.ticklog is not None:
                 self.ticklog.append(record)
+        while self.sm.state is not LoopState.DONE and (remaining := deadline - self._clock()) > 0:
+            self._receive(remaining)  # an e-stop acts at once; a state waits for the next tick
         if self.on_tick is not None:
             self.on_tick(self, record)
         self.tick += 1
