@@ -58,7 +58,7 @@ bench: install
 	$(BIN)/python benchmarks/robot_footprint.py
 	$(BIN)/python benchmarks/learning.py --task easy
 	$(BIN)/python benchmarks/learning.py --task hard
-	$(BIN)/python benchmarks/continual.py
+	$(BIN)/python benchmarks/continual.py --seeds 10 11 12 --tuned-seeds --skip-plain --rounds 3 --gate --out benchmarks/results/continual_penalty_0p25_unseen101112
 	nice -n 10 $(BIN)/python benchmarks/scale_out.py
 
 # Delayed FetchPush, 1M env steps per GRPO seed and the same wall-clock for SAC+HER: hours, so not part of bench.
