@@ -22,7 +22,8 @@ Euclidean, metres) from ``R(0)`` to the nearest obstacle, a command passes when 
 components that move the reach toward an obstacle are scaled down (bisection, ``CUT_ITERATIONS``) to the largest
 share that passes; if the rest alone does not pass (coupling), the whole command is scaled. A reach already closer
 than ``min_separation_m`` (``separation_inside``: after a stale spell, the ablation) lets only components that move
-away from the obstacles' centres through.
+away from the obstacles' centres through (the reach's coupling allowance may still grow toward them by a tenth of
+such a move; the true gap opens, and the next state's bound shows it).
 
 Why both arms together stay apart: a report made at ``t_r`` holds the partner from ``t_r`` on, plus one ``step_m``
 per command it sends after ``t_r``. Of two decisions, the later one (at ``t``) used the other arm's report of
