@@ -40,6 +40,10 @@ class PartnerLink:
     def address(self) -> tuple[str, int]:
         return self._sock.getsockname()
 
+    def fileno(self) -> int:
+        """The socket's descriptor (to wait on it with ``select``)."""
+        return self._sock.fileno()
+
     def send(self, report: PositionReport) -> None:
         """Send this arm's report to the supervisor (never blocks, never raises on a missing supervisor)."""
         try:
