@@ -35,12 +35,14 @@ from typing import Any
 
 import numpy as np
 
+from deploy.cell.layout import CellLayout
 from deploy.contract import ActionHistory, apply_delay, fetch_reach_contract
 from deploy.robot_spec import RobotSpec, as_robot_spec
 from deploy.wire import LinkError
 from envs.cell_scene import CellScene
 from envs.sim_faults import SimFaults
 from envs.sim_robot import TRACE_LEN, SimRobot
+from envs.two_arm_cell import TwoArmCellEnv
 
 DEFAULT_MIN_SEPARATION_M = 0.10  # the cell's rule (TwoArmCellEnv's default), metres
 VIOLATIONS_KEPT = 10_000  # violation records kept for the report
@@ -167,6 +169,14 @@ class SimCellRobot:
         """Arm ``arm``'s fault switches."""
         return self.robots[arm].faults
 
+    def layout(self) -> CellLayout:
+        """The cell's frames, as each arm's runtime is configured with them."""
+        return self.scene.layout()
+
+    def home_m(self, arm: int) -> tuple[float, float, float]:
+        """Where a HOME leaves arm ``arm``'s gripper, in the cell (world) frame, metres."""
+        return tuple(float(v) for v in self.scene.start_grip[arm])  # type: ignore[return-value]
+
     def grip_world(self) -> np.ndarray:
         """Both grippers' true positions in the cell (world) frame ``[2, 3]``, metres."""
         return np.stack([self.scene.grip_pos(arm) for arm in self.scene.arms])
@@ -232,3 +242,15 @@ class SimCellRobot:
         self.steps += 1
         for robot, arm, (_, seq, holding) in zip(self.robots, self.arms, inputs, strict=True):
             robot.step_done(arm.observe(), seq, holding)
+
+
+def cell_goals(first_seed: int, n: int, **env_kwargs: Any) -> np.ndarray:
+    """The goal pairs ``[n, 2, 3]`` the cell env draws for seeds ``first_seed, first_seed + 1, ...``, each in its own
+    arm's frame (what each arm's runtime is given): the same pairs a pure-sim evaluation with those seeds serves."""
+    env = TwoArmCellEnv(**env_kwargs)
+    goals = []
+    for seed in range(first_seed, first_seed + n):
+        env.reset(seed=seed)
+        goals.append(env.goals.copy())
+    env.close()
+    return np.stack(goals)
