@@ -151,6 +151,7 @@ class SimCellRobot:
         self.period_s = self.robots[0].period_s
         self.separation = SeparationRecord(float(min_separation_m))
         self.distance_trace: deque[float] = deque(maxlen=TRACE_LEN)  # closest distance per control step (metres)
+        self.step_times: deque[float] = deque(maxlen=TRACE_LEN)  # time.monotonic() of each control step
         self.counts: dict[str, Any] = {"overruns": 0}
         self.steps = 0
         self.link_error: LinkError | None = None
@@ -239,6 +240,7 @@ class SimCellRobot:
         episodes = tuple(robot.counts["homes"] for robot in self.robots)
         self.separation.add(self.steps, closest, touched, episodes)
         self.distance_trace.append(closest)
+        self.step_times.append(time.monotonic())
         self.steps += 1
         for robot, arm, (_, seq, holding) in zip(self.robots, self.arms, inputs, strict=True):
             robot.step_done(arm.observe(), seq, holding)

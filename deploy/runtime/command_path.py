@@ -69,6 +69,11 @@ class CommandPath:
         if self.separation is not None:
             self.separation.sent(command)
 
+    def may_home(self) -> bool:
+        """Whether a HOME may go out now: always for an arm alone; in a cell, only while the partner's report is
+        fresh (a HOME moves the arm; nothing moves while the partner is stale)."""
+        return self.separation is None or self.separation.may_home()
+
     def observation(self, state: np.ndarray, goal: np.ndarray) -> np.ndarray:
         """The flat observation of ``state`` toward ``goal`` with the current history (float32 values)."""
         return self.contract.flat_observation(state, self.line.history, goal)

@@ -14,7 +14,8 @@ in HOLD. Per mode:
                stop or after a silence: ``StopLatch``) -> DONE
     WAIT_FRESH an accepted state -> HOLD; none within ``startup_timeout_s`` of connecting -> TimeoutError naming
                what was received and why it was rejected
-    HOLD       hold; ``hold_ticks`` accepted states in a row and a measured round trip -> HOMING (the next episode)
+    HOLD       hold; ``hold_ticks`` accepted states in a row and a measured round trip -> HOMING (the next episode;
+               a cell arm also waits for a fresh partner report: ``CommandPath.may_home``)
     HOMING     the accepted HOMED state without ESTOP_ACTIVE -> RUN; no answer after ``Homing.retry_ticks()`` ->
                resend HOME; ``max_home_retries`` resent in a row without an answer -> SAFE_STOP
     RUN        policy -> safety filter -> command (``CommandPath``, planned from the checker's bounds); a full episode
@@ -356,6 +357,11 @@ class ModeRules:
     # Homing -------------------------------------------------------------------------------------------------------
     def start_episode(self) -> None:
         ctl = self.ctl
+        if not ctl.path.may_home():  # a cell arm whose partner is stale holds (HOLD tries again)
+            if ctl.sm.state is not LoopState.HOLD:
+                ctl.enter(LoopState.HOLD, "the partner's position is stale: hold before the next HOME")
+            self.hold_count = 0
+            return
         episode = ctl.episodes.start_next()
         if episode is None:
             aborted = sum(result.aborted for result in ctl.episodes.results)

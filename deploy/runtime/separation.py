@@ -31,8 +31,9 @@ per command it sends after ``t_r``. Of two decisions, the later one (at ``t``) u
 until its next decision. So at any time the arm that decided last has kept the two reaches apart.
 
 Stale partner. No report, a report older than ``stale_s`` (the supervisor or the partner is gone or stuck), one
-stamped ahead of this host's clock, or one whose sender does not know where its arm is -> hold (``partner_stale``).
-The arm resumes on the first fresh report. Every cut is a reason in the tick's interventions.
+stamped ahead of this host's clock, or one whose sender does not know where its arm is -> hold (``partner_stale``),
+and no HOME goes out either (the loop waits in HOLD: ``may_home``). The arm resumes on the first fresh report. Every
+cut is a reason in the tick's interventions.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ PARTNER_STALE = "partner_stale"  # the partner's report is missing, stale, unkno
 SEPARATION_BARRIER = "separation_barrier"  # the command was cut to keep the reaches apart
 SEPARATION_INSIDE = "separation_inside"  # the reaches were already too close: only motion away passes
 SEPARATION_NO_BOUND = "separation_no_bound"  # this arm's own bound is unknown: hold
+HOME_DEFERRED = "home_deferred_partner_stale"  # count: a HOME waited in HOLD for a fresh partner report
 SEPARATION_REASONS = (PARTNER_STALE, SEPARATION_BARRIER, SEPARATION_INSIDE, SEPARATION_NO_BOUND)
 CUT_ITERATIONS = 16  # bisection steps of a cut: the share is found to 2**-16 of the command
 FUTURE_STAMP_S = 0.002  # a partner stamp this far ahead of this host's clock is from another clock (seconds)
@@ -322,6 +324,13 @@ class SeparationBarrier:
         if self._home is not None:
             boxes.append(self._home)
         return boxes
+
+    def may_home(self) -> bool:
+        """Whether this arm may home now: the partner's report is fresh (or the barrier is off, the ablation)."""
+        if not self.config.enforce or self.partner()[0] is not None:
+            return True
+        self.counts[HOME_DEFERRED] += 1
+        return False
 
     # The cut -------------------------------------------------------------------------------------------------
     def cut(self, result: FilterResult, bound: Any) -> FilterResult:
