@@ -14,8 +14,8 @@ cell would need both runtimes to answer in step). Per arm:
 
 The truth the tests and the benchmark judge by: at every 2 ms physics substep the gripper centres' distance and any
 contact between the arms (``CellScene.control_step``). A control step whose closest distance fell below
-``min_separation_m``, or in which the arms touched, is a violation; ``separation`` keeps the count, the closest
-distance seen, and which episode of each arm (its HOMEs so far) each violation fell in.
+``min_separation_m`` is a separation violation, one in which the arms touched a contact; ``separation`` keeps both
+counts, the closest distance seen, and which episode of each arm (its HOMEs so far) each violation fell in.
 
     cell = SimCellRobot().start()
     port0, port1 = cell.port_names         # /dev/pts/N, one per arm
@@ -92,21 +92,25 @@ class CellArm:
 
 @dataclass
 class SeparationRecord:
-    """The truth about the arms' separation over a run (metres, control steps)."""
+    """The truth about the arms' separation over a run (metres, control steps). Two kinds of violation: the gripper
+    centres closer than ``min_separation_m`` at a substep (``separation``), and any geom of one arm touching one of
+    the other (``contact``: links behind the grippers can touch while the centres are well apart)."""
 
     min_separation_m: float
     steps: int = 0
-    violation_steps: int = 0  # steps whose closest distance fell below min_separation_m, or the arms touched
-    contact_steps: int = 0
+    separation_steps: int = 0  # steps whose closest centre distance fell below min_separation_m
+    contact_steps: int = 0  # steps in which the arms touched
+    violation_steps: int = 0  # steps with either
     closest_m: float = math.inf
     violations: list[dict[str, Any]] = field(default_factory=list)  # step, closest_m, contact, episode of each arm
 
     def add(self, step: int, closest_m: float, touched: bool, episodes: tuple[int, ...]) -> None:
         self.steps += 1
         self.closest_m = min(self.closest_m, closest_m)
-        if touched:
-            self.contact_steps += 1
-        if touched or closest_m < self.min_separation_m:
+        too_close = closest_m < self.min_separation_m
+        self.separation_steps += too_close
+        self.contact_steps += touched
+        if touched or too_close:
             self.violation_steps += 1
             if len(self.violations) < VIOLATIONS_KEPT:
                 self.violations.append(
@@ -114,13 +118,17 @@ class SeparationRecord:
                 )
 
     def summary(self) -> dict[str, Any]:
-        episodes = {tuple(v["episodes"]) for v in self.violations}
+        separation = {tuple(v["episodes"]) for v in self.violations if v["closest_m"] < self.min_separation_m}
+        contact = {tuple(v["episodes"]) for v in self.violations if v["contact"]}
         return {
             "min_separation_m": self.min_separation_m,
             "steps": self.steps,
-            "violation_steps": self.violation_steps,
+            "separation_steps": self.separation_steps,
             "contact_steps": self.contact_steps,
-            "violation_episode_pairs": len(episodes),
+            "violation_steps": self.violation_steps,
+            "separation_episode_pairs": len(separation),
+            "contact_episode_pairs": len(contact),
+            "violation_episode_pairs": len(separation | contact),
             "closest_m": self.closest_m,
         }
 

@@ -158,4 +158,4 @@ def test_a_killed_supervisor_holds_both_arms_until_it_is_back() -> None:
     for report, barrier in results:
         assert barrier.counts[PARTNER_STALE] > 0
         assert report.interventions.get(PARTNER_STALE, 0) == barrier.counts[PARTNER_STALE]
-    assert cell.separation.summary()["violation_steps"] == 0
+    assert cell.separation.summary()["separation_steps"] == 0
