@@ -18,7 +18,7 @@ Writes benchmarks/results/continual.json and .md, with peak memory (ru_maxrss).
 
     .venv/bin/python benchmarks/continual.py                       # the main table (about 9 minutes here)
     .venv/bin/python benchmarks/continual.py --delay 3 --gain 1.1 --rounds 2 --lambdas 30 --gammas 0.9 \
-        --out benchmarks/results/continual_issue_example          # the issue's example drift
+        --out runs/continual/continual_issue_example              # the issue's example drift
 """
 
 from __future__ import annotations

@@ -148,6 +148,10 @@ class UncheckedStates:
     def __init__(self, spec: Any, contract: Any, loop_period_s: float, resync_states: int = 3) -> None:
         self._pos = slice(*contract.position_slice)
         self.offset_s = float("inf")
+        self.follow_noise_m = 0.0  # the position bound's noise allowance: none for believed states
+        self.home_expected = False  # a HOMED state is believed wherever it is
+        self.home_error_m = 0.0
+        self.home_tolerance_m = spec.home_tolerance_m
 
     def reset(self) -> None:
         self.offset_s = float("inf")

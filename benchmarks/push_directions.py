@@ -16,31 +16,29 @@ go round the block first). The shares of pushes and of goals in each of four sec
 sideways +: 0 < cos <= 0.7; sideways -: -0.7 < cos <= 0; back: cos <= -0.7) show where hindsight has examples and
 where the task asks for them, and the deterministic policy's success per goal sector shows what it learned there.
 
-    .venv/bin/python benchmarks/push_directions.py --seeds 0 1000 --budget 192000
+    .venv/bin/python benchmarks/push_probe.py --probe directions --seeds 0 1000 --budget 192000
 
-Writes benchmarks/results/push_directions.json and .md. Each seed runs in a fresh process.
+(``push_probe.py`` runs each seed in a fresh process and writes the JSON and the table; the findings are in
+docs/benchmarks/push-study.md.)
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import multiprocessing as mp
-import platform
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+from benchmarks.learning import TASKS, build_model, peak_rss_mib
+from envs.object_approach import GRIPPER_XYZ, OBJECT_XYZ  # the Fetch object task observation (m)
 
-from benchmarks.learning import TASKS, build_model, peak_rss_mib  # noqa: E402
-from envs.object_approach import GRIPPER_XYZ, OBJECT_XYZ  # noqa: E402  (the Fetch object task observation, m)
-
-RESULTS = Path(__file__).resolve().parent / "results"
+TITLE = "Delayed FetchPush: which way GRPO pushes the block, and which way the goals lie"
+DESCRIPTION = (
+    "Directions in the table's plane, as cosines with the approach direction (gripper start -> block start); sectors: "
+    "straight on cos > 0.7, sideways 0..0.7 and -0.7..0, back cos <= -0.7. Pushes: sampled actions, episodes that "
+    "moved the block past 5 cm (what hindsight relabels with). Goals and success: deterministic actions on the same "
+    "number of episodes."
+)
 XY = slice(0, 2)  # the table's plane: x, y of a position (m)
 # Sector edges in cosine with the approach direction: straight on, sideways (two halves), back.
 SECTORS = (("straight on", 0.7, 1.01), ("sideways +", 0.0, 0.7), ("sideways -", -0.7, 0.0), ("back", -1.01, -0.7))
@@ -123,10 +121,6 @@ def run_one(seed: int, budget: int, n_rounds: int) -> dict[str, Any]:
     }
 
 
-def _worker(args: tuple[int, int, int]) -> dict[str, Any]:
-    return run_one(*args)
-
-
 def _shares(shares: dict[str, float]) -> str:
     return " / ".join(f"{shares[name]:.2f}" for name, _, _ in SECTORS)
 
@@ -150,40 +144,3 @@ def table(runs: list[dict[str, Any]], tuned: set[int]) -> str:
                 f"{_shares(m['goal_sectors'])} | {m['deterministic_success']:.2f} | {by_sector} |"
             )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1000])
-    parser.add_argument("--tuned-seeds", nargs="*", type=int, default=[0], help="seeds looked at while tuning push")
-    parser.add_argument("--budget", type=int, default=192_000, help="training env steps between the two measurements")
-    parser.add_argument("--rounds", type=int, default=5, help="resets of the 48-env VecEnv per measurement")
-    parser.add_argument("--workers", type=int, default=2, help="seeds in parallel (one core each)")
-    parser.add_argument("--out", default=str(RESULTS / "push_directions"))
-    args = parser.parse_args(argv)
-    t0 = time.perf_counter()
-    with mp.get_context("spawn").Pool(args.workers, maxtasksperchild=1) as pool:
-        runs = pool.map(_worker, [(s, args.budget, args.rounds) for s in args.seeds], chunksize=1)
-    meta = {
-        "command": " ".join(sys.argv),
-        "total_s": time.perf_counter() - t0,
-        "machine": platform.platform(),
-        "sectors": SECTORS,
-    }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
-    md = table(runs, set(args.tuned_seeds))
-    out.with_suffix(".md").write_text(
-        "# Delayed FetchPush: which way GRPO pushes the block, and which way the goals lie\n\n"
-        f"Command: `{meta['command']}` ({meta['total_s']:.0f} s). Directions in the table's plane, as cosines with the "
-        "approach direction (gripper start -> block start); sectors: straight on cos > 0.7, sideways 0..0.7 and "
-        "-0.7..0, back cos <= -0.7. Pushes: sampled actions, episodes that moved the block past 5 cm (what hindsight "
-        "relabels with). Goals and success: deterministic actions on the same number of episodes.\n\n"
-        f"{md}\n"
-    )
-    print(md)
-
-
-if __name__ == "__main__":
-    main()

@@ -12,30 +12,21 @@ episodes:
   feasible under the 2-step delay, and this says how feasible in 50 control steps;
 - ``zero``: zero actions (the block stays put: 0% unless a goal starts within the 5 cm radius, which never happens).
 
-    .venv/bin/python benchmarks/push_fixed_goal.py --seeds 0 --budget 300000
+    .venv/bin/python benchmarks/push_probe.py --probe fixed-goal --seeds 0 --budget 300000 --eval-every 24000
 
-Writes benchmarks/results/push_fixed_goal.json and .md. Each learner (variant, seed) runs in its own process, two
-at a time.
+(``push_probe.py`` runs each learner (variant, seed) in its own process and writes the JSON and the table; the
+findings are in docs/benchmarks/push-study.md.)
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import multiprocessing as mp
-import platform
-import sys
 import time
 import types
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing
-
-from benchmarks.learning import (  # noqa: E402
+from benchmarks.learning import (
     EVAL_EPISODES,
     EVAL_SEED,
     TASKS,
@@ -43,9 +34,15 @@ from benchmarks.learning import (  # noqa: E402
     grpo_hyperparameters,
     peak_rss_mib,
 )
+from envs.object_approach import GRIPPER_XYZ  # the Fetch object task observation (m)
+from envs.object_approach import OBJECT_XYZ as BLOCK_XYZ
 
-RESULTS = Path(__file__).resolve().parent / "results"
 GOAL_OFFSET_M = np.array([0.0, 0.12, 0.0])  # from the block's start: +y stays on FetchPush's table for every start
+TITLE = "Delayed FetchPush with a fixed goal rule: GRPO, PPO and a scripted controller"
+DESCRIPTION = (
+    f"Every goal lies {GOAL_OFFSET_M[1]:.2f} m in +y from the block's start; DelayedFetchPush-v0, delay 2, the push "
+    f"launch file's reaching bonus for both learners; {EVAL_EPISODES} fixed evaluation episodes, deterministic actions."
+)
 LEARNERS = ("grpo", "ppo")
 CONTROLLERS = ("scripted", "zero")
 PPO_SETTINGS: dict[str, Any] = {  # SB3 PPO defaults, but FetchPush's gamma and the push launch file's network
@@ -57,9 +54,6 @@ PPO_SETTINGS: dict[str, Any] = {  # SB3 PPO defaults, but FetchPush's gamma and 
     "policy_kwargs": {"net_arch": [256, 256]},
 }
 PPO_N_ENVS = 8
-# Fetch object-task observation (gymnasium-robotics MujocoFetchEnv with an object): gripper xyz, then block xyz.
-GRIPPER_XYZ = slice(0, 3)
-BLOCK_XYZ = slice(3, 6)
 # The scripted controller: Fetch moves the gripper 5 cm per unit action and control step; the command's gain stays
 # below 1 so that the 2 steps in flight do not overshoot.
 METRES_PER_ACTION = 0.05
@@ -196,11 +190,8 @@ def run_learner(variant: str, seed: int, budget: int, eval_every: int) -> dict[s
     }
 
 
-def _worker(args: tuple[str, int, int, int]) -> dict[str, Any]:
-    return run_learner(*args)
-
-
 def table(runs: list[dict[str, Any]]) -> str:
+    """One row per learner (variant, seed) and per controller: best and last success, the block's final distance."""
     lines = [
         "| variant | seed | env steps | success best / last | block to goal m at the end: last (at the start) | "
         "train s | peak RSS MiB |",
@@ -216,42 +207,3 @@ def table(runs: list[dict[str, Any]]) -> str:
             f"({last['block_to_goal_start_m']:.3f}) | {last.get('train_s', 0.0):.0f} | {rss} |"
         )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--variants", nargs="+", default=[*LEARNERS, *CONTROLLERS], choices=[*LEARNERS, *CONTROLLERS])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--budget", type=int, default=300_000, help="env steps per learner run")
-    parser.add_argument("--eval-every", type=int, default=24_000, help="env steps between evaluations")
-    parser.add_argument("--out", default=str(RESULTS / "push_fixed_goal"), help="output path without extension")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    runs = [run_controller(name) for name in args.variants if name in CONTROLLERS]
-    jobs = [
-        (name, seed, args.budget, args.eval_every) for name in args.variants if name in LEARNERS for seed in args.seeds
-    ]
-    if jobs:
-        with mp.get_context("spawn").Pool(2, maxtasksperchild=1) as pool:
-            runs = pool.map(_worker, jobs) + runs
-    elapsed_s = time.perf_counter() - start
-    command = "benchmarks/push_fixed_goal.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(
-        json.dumps(
-            {"command": command, "platform": platform.platform(), "elapsed_s": elapsed_s, "runs": runs}, indent=1
-        )
-    )
-    header = (
-        "# Delayed FetchPush with a fixed goal rule: GRPO, PPO and a scripted controller\n\n"
-        f"Command: `{command}` ({elapsed_s:.0f} s, 2 runs in parallel). Every goal lies {GOAL_OFFSET_M[1]:.2f} m in +y "
-        "from the block's start; DelayedFetchPush-v0, delay 2, the push launch file's reaching bonus for both "
-        f"learners; {EVAL_EPISODES} fixed evaluation episodes, deterministic actions.\n\n"
-    )
-    out.with_suffix(".md").write_text(header + table(runs) + "\n")
-    print(table(runs))
-
-
-if __name__ == "__main__":
-    main()

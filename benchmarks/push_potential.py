@@ -1,9 +1,10 @@
 """A push probe variant: potential-based shaping toward the pushing pose, rescored under every hindsight goal.
 
-``benchmarks/push_directions.md`` shows why delayed FetchPush resists: most goals lie behind the block as seen from the
-gripper's start, and a gripper that drives at the block pushes it the other way. The launch file's reaching bonus
-pays for exactly that drive. This variant pays instead for getting to where a push would move the block toward the
-goal, going over the block rather than through it, and for the block's progress toward the goal:
+The push study (docs/benchmarks/push-study.md, "Where the goals lie") shows why delayed FetchPush resists: most
+goals lie behind the block as seen from the gripper's start, and a gripper that drives at the block pushes it the
+other way. The launch file's reaching bonus pays for exactly that drive. This variant pays instead for getting to
+where a push would move the block toward the goal, going over the block rather than through it, and for the block's
+progress toward the goal:
 
     Phi(s, g) = -(reach_coef * reach_m(s, g) + goal_coef * |block - g|)
     reach_m   = |grip_xy - pre_xy| + |grip_z - z_target|,  pre_xy = block_xy - behind_m * unit(g_xy - block_xy)

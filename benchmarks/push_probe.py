@@ -1,28 +1,32 @@
-"""Why GRPO does not learn delayed FetchPush: short runs of GRPO variants that log what the success rate hides.
+"""The push study's probes (docs/benchmarks/push-study.md): short GRPO runs on delayed FetchPush that log what the
+success rate hides. One command, three probes (``--probe``):
 
-The full push benchmark (``learning.py --task push``) runs 1M env steps and shows one number at every evaluation
-(6%, what zero actions score). This probe runs each variant of ``VARIANTS`` (overrides of
-``launch/train_delayed_push.yaml``'s hyperparameters) for a short budget and records, every ``--eval-every`` env
-steps:
+- ``variants`` (default): each of ``--variants`` (overrides of ``launch/train_delayed_push.yaml``, ``VARIANTS``)
+  for ``--budget`` env steps, recording every ``--eval-every`` env steps:
 
-- ``success``: deterministic success on ``learning.py``'s 50 fixed evaluation episodes;
-- ``block_moved``: share of the training episodes (sampled actions) of the last rollouts that moved the block more
-  than the 5 cm success radius, i.e. that give hindsight a goal the start does not already satisfy;
-- ``closest_approach_m``: mean over the last rollout's episodes of the closest gripper-to-block distance (metres);
-- ``mean_abs`` / ``mean_outside``: mean |policy mean| over the last rollout's states and the share of mean
-  components outside the action bounds [-1, 1] (the env clips actions, so those no longer explore);
-- ``gripper_to_goal_m`` (start -> end): mean over the last rollout's episodes of the gripper-to-goal distance at
-  the first and the last step (metres). The end falling below the start means the policy brings the gripper, not
-  the block, to the goal: in the hindsight data the gripper ends next to the block it pushed, so "gripper at the
-  goal" predicts a relabelled success as well as "block at the goal" does, and it is far easier to learn;
-- ``std``: the policy's action standard deviation, averaged over the action components (the exploration left);
-- the buffer's hindsight statistics (relabelled goals in use, their success).
+  - ``success``: deterministic success on ``learning.py``'s 50 fixed evaluation episodes;
+  - ``block_moved``: share of the training episodes (sampled actions) of the last rollouts that moved the block
+    more than the 5 cm success radius, i.e. that give hindsight a goal the start does not already satisfy;
+  - ``closest_approach_m``: mean over the last rollout's episodes of the closest gripper-to-block distance (m);
+  - ``mean_abs`` / ``mean_outside``: mean |policy mean| over the last rollout's states and the share of mean
+    components outside the action bounds [-1, 1] (the env clips actions, so those no longer explore);
+  - ``gripper_to_goal_m`` (start -> end): mean gripper-to-goal distance at the first and the last step (m): the
+    end falling below the start means the policy brings the gripper, not the block, to the goal;
+  - ``std``: the policy's action standard deviation, averaged over the action components;
+  - the buffer's hindsight statistics (relabelled goals in use, their success).
+
+- ``directions``: which way the policy pushes the block and which way the goals lie, before and after
+  ``--budget`` env steps of the launch file (``benchmarks/push_directions.py``);
+- ``fixed-goal``: every goal 12 cm in +y of the block; GRPO, SB3 PPO, a scripted controller and zero actions on
+  the same 50 fixed episodes (``benchmarks/push_fixed_goal.py``).
 
     .venv/bin/python benchmarks/push_probe.py --seeds 0 1000 --budget 150000
-    .venv/bin/python benchmarks/push_probe.py --variants future_32_24_groups_2_epochs --seeds 0 1000 \
-        --budget 240000 --out benchmarks/results/push_probe_24_groups
+    .venv/bin/python benchmarks/push_probe.py --variants launch_file_restart_0.5 --seeds 1000 1001 --budget 1000000
+    .venv/bin/python benchmarks/push_probe.py --probe directions --seeds 0 1000 --budget 192000
+    .venv/bin/python benchmarks/push_probe.py --probe fixed-goal --seeds 0 --budget 300000 --eval-every 24000
 
-Writes benchmarks/results/push_probe.json and .md. Each (variant, seed) runs in a fresh process.
+Writes ``--out`` .json and .md (default ``runs/push_study/<probe>``). Each (variant, seed) runs in a fresh process,
+``--workers`` at a time.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
+from benchmarks import push_directions, push_fixed_goal  # noqa: E402
 from benchmarks.learning import (  # noqa: E402
     EVAL_EPISODES,
     EVAL_SEED,
@@ -52,29 +57,23 @@ from benchmarks.learning import (  # noqa: E402
 )
 from envs.object_approach import GRIPPER_XYZ  # noqa: E402  (the Fetch object task observation, m)
 
-RESULTS = Path(__file__).resolve().parent / "results"
+OUT = ROOT / "runs" / "push_study"  # default output folder (the study's own runs are in docs/benchmarks/data/)
 RECENT_ROLLOUTS = 5  # rollouts averaged into block_moved
 ENV_KWARGS = "env_kwargs"  # a variant's key for env overrides (merged into the task's), not a GRPO argument
 GRIPPER_TO_BLOCK = slice(6, 9)  # FetchPush observation: gripper xyz, block xyz, block - gripper, ...
 
 # Overrides of the launch file's hyperparameters (rollout buffer options are merged into the launch file's, not
-# replaced). Each of DEFAULT_VARIANTS adds one change to the one before it; the 24-group variant changes the batch
-# shape of plus_future_32 instead. Since the launch file took approach_coef, bound_coef and skip_start_goals
-# (2026-12-02), "launch_file" trains as approach_10 does, and the other rows (sparse reward unless they say) add to
-# its hyperparameters; the push_probe*.md tables that predate it ran with the launch file of their day
-# (dual_clip only).
+# replaced). What each found is in docs/benchmarks/push-study.md (the section named in the comment). Since the launch
+# file took approach_coef, bound_coef and skip_start_goals (2026-12-02), "launch_file" trains as approach_10 does and
+# the "launch_file_*" rows add to it; the other rows train on the task's own env (sparse reward unless they say) and
+# the study's tables that predate that change ran with the launch file of their day (dual_clip only).
 VARIANTS: dict[str, dict[str, Any]] = {
+    # "No contacts": each of DEFAULT_VARIANTS adds one change to the one before it.
     "launch_file": {},
     "skip_start_goals": {"rollout_buffer_kwargs": {"skip_start_goals": True}},
     "plus_bound_coef": {"bound_coef": 1.0, "rollout_buffer_kwargs": {"skip_start_goals": True}},
     "plus_future_32": {
         "bound_coef": 1.0,
-        "rollout_buffer_kwargs": {"skip_start_goals": True, "hindsight_strategy": "future", "n_sampled_goal": 32},
-    },
-    "future_32_24_groups_2_epochs": {  # a 4x larger batch per update, fitted less: less noise per update
-        "bound_coef": 1.0,
-        "n_groups": 24,
-        "n_epochs": 2,
         "rollout_buffer_kwargs": {"skip_start_goals": True, "hindsight_strategy": "future", "n_sampled_goal": 32},
     },
     "plus_kl_to_start_0.5": {
@@ -83,131 +82,92 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "ref_update_interval": 0,
         "rollout_buffer_kwargs": {"skip_start_goals": True, "hindsight_strategy": "future", "n_sampled_goal": 32},
     },
-    # Trust regions over every row, not only the few with a nonzero advantage (plus_bound_coef's settings).
-    "kl_to_rollout_policy_0.5": {  # KL to the policy that collected the rollout (reference refreshed every update)
+    # "Not noise, a trust region or the dual clip": a 4x larger batch fitted less (less noise per update) ...
+    "future_32_24_groups_2_epochs": {
+        "bound_coef": 1.0,
+        "n_groups": 24,
+        "n_epochs": 2,
+        "rollout_buffer_kwargs": {"skip_start_goals": True, "hindsight_strategy": "future", "n_sampled_goal": 32},
+    },
+    # ... and trust regions over every row: KL to the rollout policy (refreshed every update), or target_kl.
+    "kl_to_rollout_policy_0.5": {
         "bound_coef": 1.0,
         "beta": 0.5,
         "ref_update_interval": 1,
         "rollout_buffer_kwargs": {"skip_start_goals": True},
     },
-    "target_kl_0.01": {  # stop the update's epochs once the approximate KL to the rollout policy passes 0.015
+    "target_kl_0.01": {
         "bound_coef": 1.0,
         "target_kl": 0.01,
         "rollout_buffer_kwargs": {"skip_start_goals": True},
     },
-    # The env's dense reward (minus the block-to-goal distance, metres): a member that nudges the block toward the
-    # goal already beats its group, where the sparse reward gives every member the same -1 until one scores. (The
-    # start-goal test reads the reward as sparse, so skip_start_goals cannot tell a still block here.)
+    # "A dense distance term": the env's dense reward (skip_start_goals cannot read it, so it is off) ...
     "dense_reward": {
         "bound_coef": 1.0,
         ENV_KWARGS: {"reward_type": "dense"},
     },
-    # The sparse reward plus 10 per metre of block-to-goal distance (the buffer's distance term): the same ranking,
-    # with success and the start-goal test still read from the sparse reward.
+    # ... or the sparse reward plus 10 per metre of block-to-goal distance (success still read from the sparse one),
+    # with advantages scaled per group or by the batch's std.
     "distance_10": {
         "bound_coef": 1.0,
         "rollout_buffer_kwargs": {"skip_start_goals": True, "distance_coef": 10.0},
     },
-    # As distance_10, advantages divided by the batch's std, not each group's: a group whose block only trembled
-    # (returns apart by micrometres) is not blown up to unit advantages.
     "distance_10_batch_scale": {
         "bound_coef": 1.0,
         "scale_advantages": "batch",
         "rollout_buffer_kwargs": {"skip_start_goals": True, "distance_coef": 10.0},
     },
-    # plus_bound_coef with 10 per metre of new closest gripper-to-block approach (envs.object_approach): getting
-    # the gripper to the block is scored before any push is, and no push is penalized.
+    # "A reaching bonus": 10 per metre of new closest gripper-to-block approach (envs.object_approach); the launch
+    # file took it.
     "approach_10": {
         "bound_coef": 1.0,
         "rollout_buffer_kwargs": {"skip_start_goals": True},
         ENV_KWARGS: {"approach_coef": 10.0},
     },
-    # The launch file (approach_10) keeping its exploration: on seed 0 the std fell 0.58 -> 0.32 in 300k env steps and
-    # success peaked at 22% (192k), then fell back. An entropy bonus, or fitting each rollout half as hard.
-    "launch_file_ent_0.01": {"ent_coef": 0.01},
-    "launch_file_4_epochs": {"n_epochs": 4},
-    # With the block moving in most episodes, more relabelled successes per rollout: 16 "future" goals (the block
-    # part-way through a push counts too), or the importance weights hindsight is defined with.
-    "launch_file_future_16": {"rollout_buffer_kwargs": {"hindsight_strategy": "future", "n_sampled_goal": 16}},
-    "launch_file_is_correction": {"rollout_buffer_kwargs": {"is_correction": True}},
-    # launch_file_future_16 with its exploration held: over 1M env steps its std fell 0.57 -> 0.17 and success fell
-    # back from its 0.24 peak (std 0.34). A floor at std 0.37 (log -1.0) binds from about 250k env steps on.
-    "launch_file_future_16_std_floor_0.37": {
-        "min_log_std": -1.0,
-        "rollout_buffer_kwargs": {"hindsight_strategy": "future", "n_sampled_goal": 16},
-    },
-    # The per-member signal is one return compared inside a group: 16 members per group make that comparison less
-    # noisy (twice the env steps per update); a shorter horizon (gamma 0.95) credits the steps near a push more.
-    "launch_file_16_members": {"group_size": 16},
-    "launch_file_gamma_0.95": {"gamma": 0.95},
-    # Groups compared from the middle of an episode: half of each rollout's groups start from a state one member of
-    # the previous rollout had reached after a random number of steps (often next to or at the block), so members
-    # that push differently from the same state are ranked against each other (GRPO restart_fraction).
-    "launch_file_restart_0.5": {"restart_fraction": 0.5},
-    # Rerun 2026-12-04 on seed 1000 in a fresh environment (same code; not bit-identical to the 12-03 run, whose
-    # first evaluation it no longer matches): best 12% (was 24%), last 2% (push_probe_restart_1m_rerun.md). The
-    # peaks are as much seed-and-noise as method.
-    # restart_fraction 0.5 raised the peaks (24% / 16% at 1M on the unseen seeds) but decayed as the std fell
-    # (0.59 -> 0.2); the std floor kept half the episodes touching the block but did not rank the pushes. Both.
-    "restart_0.5_future_16_std_floor_0.37": {
-        "restart_fraction": 0.5,
-        "min_log_std": -1.0,
-        "rollout_buffer_kwargs": {"hindsight_strategy": "future", "n_sampled_goal": 16},
-    },
-    # ... it was worse: 6% best and last on the unseen seeds 1000 and 1001 at 1M (what zero actions score), the block
-    # moved in 10-22% of the first episodes and 0-2% of the last (push_probe_restart_floor_1m.md). The peaks of
-    # restart_0.5 fell with its policy drifting, not with the std alone: cap each update's step instead (the
-    # epochs stop once the approximate KL to the rollout policy passes 1.5 x target_kl).
-    # ... no better: 6% best on both unseen seeds at 1M (push_probe_restart_target_kl_1m.md); the std held (0.60 ->
-    # 0.55) but the gripper learned to keep away from the block (closest approach 0.06 -> 0.28 m, the block moved in
-    # 27% / 8% of the first episodes and 3% / 0% of the last), as with the std floor: what restart_0.5 alone
-    # learned (its peaks) came with the std falling, and holding exploration up by either means lost it.
-    "restart_0.5_target_kl_0.01": {"restart_fraction": 0.5, "target_kl": 0.01},
-    # restart_0.5 learning a third as fast (the launch file's 3e-4 -> 1e-4): its peaks came and went within 200k env
-    # steps; smaller steps may keep what a peak learned.
-    # ... no better either: 6% best and last on both unseen seeds at 1M (push_probe_restart_lr_1m.md), the gripper
-    # again ending away from the block (closest approach 0.14 / 0.08 -> 0.28 / 0.24 m).
-    "restart_0.5_lr_1e-4": {"restart_fraction": 0.5, "learning_rate": 1e-4},
-    # The two that peaked highest, together without the std floor: restart_0.5 (24% / 16% on the unseen seeds, 12-03)
-    # and launch_file_future_16 (24% on seed 0): more relabelled successes per group started next to the block.
-    # ... no better: 6% best and last on both unseen seeds at 1M (push_probe_restart_future16_1m.md, 2026-12-04; 24.5
-    # min per seed, 2 in parallel); the block moved in 10% / 22% of the first episodes and 0% / 2% of the last, the
-    # closest approach grew 0.12 / 0.07 -> 0.20 / 0.17 m: the same retreat from the block as every variant since.
-    "restart_0.5_future_16": {
-        "restart_fraction": 0.5,
-        "rollout_buffer_kwargs": {"hindsight_strategy": "future", "n_sampled_goal": 16},
-    },
-    # Most goals lie behind the block as seen from the gripper's start (push_directions.md); the reaching bonus pays for
-    # driving at the block, which pushes it the other way. benchmarks/push_potential.py pays for the pushing pose
-    # behind the block on the goal line (over the block, not through it) and for the block's progress, rescored under
-    # every hindsight goal; the task's own env, no reaching bonus.
-    # ... better than the launch file, far from 90%: at 300k 18% / 16% best on seeds 0 / unseen 1000
-    # (push_probe_over_block.md); at 1M on the unseen seeds 1000 / 1001 best 26% / 10%, second-half mean 17% / 9%,
-    # last 8% / 6% (push_probe_over_block_1m.md; the launch file: best 10% / 6%, last 6% / 2%), the std falling
-    # 0.60 -> 0.16 / 0.12 and the share of episodes that move the block 0.6 -> 0.28 as before.
-    "over_block_potential": {"rollout_buffer_class": "PushPotentialBuffer"},
-    # over_block_potential keeping its exploration: a floor at std 0.37 (log -1.0), reached near 250k env steps.
-    # ... no better: unseen seeds 1000 / 1001 best 18% / 10%, second-half mean 11% / 7%, last 12% / 10%; the block
-    # still moves in 36% / 49% of the last episodes (push_probe_over_block_floor_1m.md).
-    "over_block_potential_std_floor_0.37": {"rollout_buffer_class": "PushPotentialBuffer", "min_log_std": -1.0},
-    # over_block_potential with advantages divided by the batch's std, not each group's: the shaping makes every
-    # member's return differ a little in every (group, step) cell, and the group scale blows millimetres of
-    # difference up to unit advantages (Dr. GRPO's point).
-    # ... worse: best 8% / 8%, second-half mean 6% / 7%, and the block moved in 3% / 2% of the last episodes
-    # (push_probe_over_block_batch_1m.md): the group scale is what keeps the small differences ranked.
-    "over_block_potential_batch_scale": {"rollout_buffer_class": "PushPotentialBuffer", "scale_advantages": "batch"},
-    # approach_10 with the distance term, advantages scaled by the batch's std (as distance_10_batch_scale).
     "approach_10_distance_10": {
         "bound_coef": 1.0,
         "scale_advantages": "batch",
         "rollout_buffer_kwargs": {"skip_start_goals": True, "distance_coef": 10.0},
         ENV_KWARGS: {"approach_coef": 10.0},
     },
+    # The launch file keeping its exploration: an entropy bonus, or fitting each rollout half as hard.
+    "launch_file_ent_0.01": {"ent_coef": 0.01},
+    "launch_file_4_epochs": {"n_epochs": 4},
+    # More relabelled successes per rollout: 16 "future" goals, or hindsight's importance weights.
+    "launch_file_future_16": {"rollout_buffer_kwargs": {"hindsight_strategy": "future", "n_sampled_goal": 16}},
+    "launch_file_is_correction": {"rollout_buffer_kwargs": {"is_correction": True}},
+    # "The collapse of exploration is a symptom": 16 future goals with a floor at std 0.37 (log -1.0).
+    "launch_file_future_16_std_floor_0.37": {
+        "min_log_std": -1.0,
+        "rollout_buffer_kwargs": {"hindsight_strategy": "future", "n_sampled_goal": 16},
+    },
+    # A sharper group comparison: 16 members per group, or a shorter horizon (gamma 0.95).
+    "launch_file_16_members": {"group_size": 16},
+    "launch_file_gamma_0.95": {"gamma": 0.95},
+    # "Comparing members from the middle of an episode": half of each rollout's groups start from a state a member
+    # of the previous rollout reached (GRPO restart_fraction), alone and with each way of holding what it learned.
+    "launch_file_restart_0.5": {"restart_fraction": 0.5},
+    "restart_0.5_future_16_std_floor_0.37": {
+        "restart_fraction": 0.5,
+        "min_log_std": -1.0,
+        "rollout_buffer_kwargs": {"hindsight_strategy": "future", "n_sampled_goal": 16},
+    },
+    "restart_0.5_target_kl_0.01": {"restart_fraction": 0.5, "target_kl": 0.01},
+    "restart_0.5_lr_1e-4": {"restart_fraction": 0.5, "learning_rate": 1e-4},
+    "restart_0.5_future_16": {
+        "restart_fraction": 0.5,
+        "rollout_buffer_kwargs": {"hindsight_strategy": "future", "n_sampled_goal": 16},
+    },
+    # "Paying for the pushing pose": benchmarks/push_potential.py's shaping toward the pose behind the block on the
+    # goal line (over the block, not through it), rescored under every hindsight goal; no reaching bonus. Alone,
+    # with a std floor, and with advantages scaled by the batch's std instead of each group's.
+    "over_block_potential": {"rollout_buffer_class": "PushPotentialBuffer"},
+    "over_block_potential_std_floor_0.37": {"rollout_buffer_class": "PushPotentialBuffer", "min_log_std": -1.0},
+    "over_block_potential_batch_scale": {"rollout_buffer_class": "PushPotentialBuffer", "scale_advantages": "batch"},
 }
 
 
-# What ``--variants`` runs by default (the table in benchmarks/results/push_probe.md); the 24-group row ran apart,
-# with a longer budget (benchmarks/results/push_probe_24_groups.md).
+# What ``--variants`` runs by default (the study's "No contacts" table).
 DEFAULT_VARIANTS = ("launch_file", "skip_start_goals", "plus_bound_coef", "plus_future_32", "plus_kl_to_start_0.5")
 
 
@@ -327,8 +287,16 @@ def run_one(variant: str, seed: int, budget: int, eval_every: int) -> dict[str, 
     }
 
 
-def _worker(args: tuple[str, int, int, int]) -> dict[str, Any]:
+def _variant_worker(args: tuple[str, int, int, int]) -> dict[str, Any]:
     return run_one(*args)
+
+
+def _directions_worker(args: tuple[int, int, int]) -> dict[str, Any]:
+    return push_directions.run_one(*args)
+
+
+def _fixed_goal_worker(args: tuple[str, int, int, int]) -> dict[str, Any]:
+    return push_fixed_goal.run_learner(*args)
 
 
 def _at(curve: list[dict[str, float]], key: str, index: int) -> str:
@@ -370,38 +338,94 @@ def table(runs: list[dict[str, Any]], tuned: set[int]) -> str:
     return "\n".join(lines)
 
 
+# Per probe: default seeds, budget (env steps) and evaluation interval; its table's title and description.
+PROBES: dict[str, dict[str, Any]] = {
+    "variants": {"seeds": [0, 1000], "budget": 150_000, "eval_every": 48_000},
+    "directions": {"seeds": [0, 1000], "budget": 192_000, "eval_every": None},
+    "fixed-goal": {"seeds": [0], "budget": 300_000, "eval_every": 24_000},
+}
+VARIANTS_TITLE = "Delayed FetchPush probe: what GRPO's variants do to the block"
+
+
+def _variants_description(eval_every: int) -> str:
+    return (
+        "Each row's settings: `VARIANTS` in benchmarks/push_probe.py (overrides of the launch file). 'First' values "
+        f"are at the first evaluation after {eval_every} env steps; block moved averages the last {RECENT_ROLLOUTS} "
+        "rollouts."
+    )
+
+
+def probe_names(probe: str, variants: list[str] | None) -> list[str]:
+    """The variants (or learners and controllers) a probe runs; ValueError names an unknown one."""
+    if probe == "directions":
+        if variants:
+            raise ValueError("--probe directions trains the launch file: it takes no --variants")
+        return []
+    known = [*push_fixed_goal.LEARNERS, *push_fixed_goal.CONTROLLERS] if probe == "fixed-goal" else list(VARIANTS)
+    names = variants or (known if probe == "fixed-goal" else list(DEFAULT_VARIANTS))
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"--probe {probe} has no variant {', '.join(unknown)}; it runs {', '.join(known)}")
+    return names
+
+
+def run_probe(args: argparse.Namespace, names: list[str]) -> tuple[list[dict[str, Any]], str, str, str]:
+    """Run ``args.probe`` on ``names`` and its seeds; returns (runs, table markdown, title, description)."""
+    tuned = set(args.tuned_seeds)
+    with mp.get_context("spawn").Pool(args.workers, maxtasksperchild=1) as pool:
+        if args.probe == "directions":
+            jobs = [(seed, args.budget, args.rounds) for seed in args.seeds]
+            runs = pool.map(_directions_worker, jobs, chunksize=1)
+            return runs, push_directions.table(runs, tuned), push_directions.TITLE, push_directions.DESCRIPTION
+        if args.probe == "fixed-goal":
+            learners = [n for n in names if n in push_fixed_goal.LEARNERS]
+            jobs = [(name, seed, args.budget, args.eval_every) for name in learners for seed in args.seeds]
+            runs = pool.map(_fixed_goal_worker, jobs, chunksize=1) if jobs else []
+            runs += [push_fixed_goal.run_controller(n) for n in names if n in push_fixed_goal.CONTROLLERS]
+            return runs, push_fixed_goal.table(runs), push_fixed_goal.TITLE, push_fixed_goal.DESCRIPTION
+        jobs = [(name, seed, args.budget, args.eval_every) for name in names for seed in args.seeds]
+        runs = pool.map(_variant_worker, jobs, chunksize=1)
+        return runs, table(runs, tuned), VARIANTS_TITLE, _variants_description(args.eval_every)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1000])
+    parser.add_argument("--probe", choices=list(PROBES), default="variants", help="what to measure (module docstring)")
+    parser.add_argument("--variants", nargs="+", help="variants / learners and controllers (default: the probe's)")
+    parser.add_argument("--seeds", nargs="+", type=int, help="default: the probe's (PROBES)")
     parser.add_argument("--tuned-seeds", nargs="*", type=int, default=[0], help="seeds looked at while probing")
-    parser.add_argument("--budget", type=int, default=150_000, help="env steps per run")
-    parser.add_argument("--eval-every", type=int, default=48_000, help="env steps between evaluations")
+    parser.add_argument("--budget", type=int, help="env steps per run (default: the probe's)")
+    parser.add_argument("--eval-every", type=int, help="env steps between evaluations (default: the probe's)")
+    parser.add_argument("--rounds", type=int, default=5, help="directions: resets of the 48-env VecEnv per measurement")
     parser.add_argument("--workers", type=int, default=2, help="runs in parallel (one core each)")
-    parser.add_argument("--out", default=str(RESULTS / "push_probe"))
+    parser.add_argument("--out", help="output path without extension (default: runs/push_study/<probe>)")
     args = parser.parse_args(argv)
-    jobs = [(v, s, args.budget, args.eval_every) for v in args.variants for s in args.seeds]
+    defaults = PROBES[args.probe]
+    args.seeds = args.seeds or defaults["seeds"]
+    args.budget = args.budget or defaults["budget"]
+    args.eval_every = args.eval_every or defaults["eval_every"]
+    try:
+        names = probe_names(args.probe, args.variants)
+    except ValueError as error:
+        parser.error(str(error))
     t0 = time.perf_counter()
-    with mp.get_context("spawn").Pool(args.workers, maxtasksperchild=1) as pool:
-        runs = pool.map(_worker, jobs, chunksize=1)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    runs, md, title, description = run_probe(args, names)
     meta = {
-        "command": " ".join(sys.argv),
+        "command": "benchmarks/push_probe.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "probe": args.probe,
         "budget": args.budget,
         "tuned_seeds": args.tuned_seeds,
         "total_s": time.perf_counter() - t0,
         "machine": platform.platform(),
-        "variants": VARIANTS,
     }
+    if args.probe == "variants":
+        meta["variants"] = VARIANTS
+    out = Path(args.out or OUT / args.probe)
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
-    md = table(runs, set(args.tuned_seeds))
     out.with_suffix(".md").write_text(
-        "# Delayed FetchPush probe: what GRPO's variants do to the block\n\n"
-        f"Command: `{meta['command']}` ({meta['total_s']:.0f} s, {args.workers} runs in parallel). Each row's "
-        "settings: `VARIANTS` in benchmarks/push_probe.py (overrides of the launch file). 'First' values are "
-        f"at the first evaluation after {args.eval_every} env steps; block moved averages the last "
-        f"{RECENT_ROLLOUTS} rollouts.\n\n{md}\n"
+        f"# {title}\n\nCommand: `{meta['command']}` ({meta['total_s']:.0f} s, {args.workers} runs in parallel). "
+        f"{description}\n\n{md}\n"
     )
     print(md)
 

@@ -5,7 +5,7 @@ numpy only: the robot imports this module, so it must not pull in torch, gymnasi
 Observation (a dict, as gymnasium goal envs return it):
 
     observation   = [robot state fields in ``state_fields`` order, then the action history]
-    achieved_goal = the gripper / point position (metres)
+    achieved_goal = the gripper / point position (metres); the block's with a block (see below)
     desired_goal  = the target position (metres)
 
 Action history: the last ``history_len`` commands *sent* (not yet necessarily applied), oldest first,
@@ -15,6 +15,11 @@ the commands still pending: slot 0 is applied at the next control step. With a r
 ``k <= history_len`` the pending commands are the last ``k`` slots.
 
 Flat layout (what ONNX takes, float32): ``concat(observation, achieved_goal, desired_goal)``.
+
+A task with a block (push): the robot state also carries the block's position (``block_slice``, metres; on a real
+cell a tracker or camera measures it, the robot spec's ``block_tracker`` says its noise and rate), and the achieved
+goal is the block's position, not the gripper's. Contract format 1 has no block; format 2 adds ``block_slice``
+(written only when set, so a reach contract stays format 1 and older readers keep reading it).
 
 Action: ``action_dim`` floats in [action_low, action_high]; the first three are a Cartesian displacement of
 ``action_scale_m`` metres per unit per control step.
@@ -33,7 +38,8 @@ import numpy as np
 from deploy.contract_dict import INTEGER_KEYS, NUMBER_KEYS, check_contract_dict, is_int, is_number
 
 OBS_KEYS = ("observation", "achieved_goal", "desired_goal")
-CONTRACT_FORMAT_VERSION = 1
+CONTRACT_FORMAT_VERSION = 1  # a contract without a block
+BLOCK_CONTRACT_FORMAT_VERSION = 2  # a contract whose state carries a block's position (``block_slice``)
 MAX_DELAY_STEPS = 8  # longest actuation delay (control steps) any robot, env, spec or probe may have
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # the policy takes float32: a value of larger magnitude becomes inf
 
@@ -52,6 +58,8 @@ class ObservationContract:
     :param action_high: upper bound of every action component.
     :param control_period_s: seconds per control step.
     :param position_slice: (start, stop) of the gripper position (metres) inside the robot state.
+    :param block_slice: (start, stop) of the block position (metres) inside the robot state, for a task with a
+        block (the achieved goal is then the block's position); None: no block (the achieved goal is the gripper's).
     """
 
     name: str
@@ -64,6 +72,7 @@ class ObservationContract:
     action_high: float = 1.0
     control_period_s: float = 0.04
     position_slice: tuple[int, int] = (0, 3)
+    block_slice: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         for field in INTEGER_KEYS:
@@ -87,6 +96,18 @@ class ObservationContract:
             raise ValueError(f"action_scale_m must be > 0 metres per command unit, got {self.action_scale_m}")
         self._check_state_fields()
         self._check_position_slice()
+        if self.block_slice is not None:
+            self._check_slice(self.block_slice, "block_slice", "block")
+
+    @property
+    def has_block(self) -> bool:
+        """The robot state carries a block's position (a push task)."""
+        return self.block_slice is not None
+
+    @property
+    def achieved_slice(self) -> tuple[int, int]:
+        """Where the achieved goal sits in the robot state: the block's position, or the gripper's without a block."""
+        return self.block_slice if self.block_slice is not None else self.position_slice
 
     def _check_state_fields(self) -> None:
         """Every state field is a (non-empty name, size >= 1) pair; names are unique."""
@@ -104,21 +125,24 @@ class ObservationContract:
 
     def _check_position_slice(self) -> None:
         """``position_slice`` holds the ``goal_dim`` gripper coordinates (metres), inside one state field."""
-        position = self.position_slice
+        self._check_slice(self.position_slice, "position_slice", "gripper")
+
+    def _check_slice(self, position: tuple[int, int], key: str, what: str) -> None:
+        """``position`` (a ``key`` of this contract) holds ``goal_dim`` coordinates (metres) inside one state field."""
         if not (isinstance(position, tuple) and len(position) == 2 and all(is_int(v) for v in position)):
-            raise ValueError(f"position_slice must be a (start, stop) pair of integers, got {position!r}")
+            raise ValueError(f"{key} must be a (start, stop) pair of integers, got {position!r}")
         start, stop = position
         state_dim = self.state_dim
         layout = ", ".join(f"{name!r} {lo}:{hi}" for name, lo, hi in self.field_spans())
         if not (0 <= start < stop <= state_dim and stop - start == self.goal_dim):
             raise ValueError(
-                f"position_slice {list(position)} must hold the goal_dim = {self.goal_dim} gripper coordinates "
+                f"{key} {list(position)} must hold the goal_dim = {self.goal_dim} {what} coordinates "
                 f"(metres) inside the {state_dim} robot state values (0 <= start < stop <= {state_dim}, "
-                f"stop - start = {self.goal_dim}); the state is {layout}. Point it at the position field"
+                f"stop - start = {self.goal_dim}); the state is {layout}. Point it at the {what} position field"
             )
         if not any(lo <= start and stop <= hi for _, lo, hi in self.field_spans()):
             raise ValueError(
-                f"position_slice {list(position)} straddles two state fields; the position must lie inside one "
+                f"{key} {list(position)} straddles two state fields; the {what} position must lie inside one "
                 f"field (the state is {layout})"
             )
 
@@ -165,7 +189,8 @@ class ObservationContract:
     ) -> dict[str, np.ndarray]:
         """Build the observation dict from a robot state vector, the action history and the target.
 
-        ``achieved_goal`` defaults to the position inside ``state`` (``position_slice``).
+        ``achieved_goal`` defaults to the position inside ``state`` (``achieved_slice``: the block's, else the
+        gripper's).
         """
         state = np.asarray(state, dtype=np.float64)
         if state.shape != (self.state_dim,):
@@ -176,7 +201,7 @@ class ObservationContract:
                 f"the contract needs {self.history_len}x{self.action_dim}"
             )
         if achieved_goal is None:
-            achieved_goal = state[slice(*self.position_slice)]
+            achieved_goal = state[slice(*self.achieved_slice)]
         return {
             "observation": np.concatenate([state, history.flat()]),
             "achieved_goal": np.array(achieved_goal, dtype=np.float64),
@@ -218,17 +243,18 @@ class ObservationContract:
 
     @cached_property
     def _flat_layout(self) -> tuple[int, int, slice, int]:
-        """(state_dim, observation_dim, position slice, flat_dim), computed once."""
-        return self.state_dim, self.observation_dim, slice(*self.position_slice), self.flat_dim
+        """(state_dim, observation_dim, achieved-goal slice, flat_dim), computed once."""
+        return self.state_dim, self.observation_dim, slice(*self.achieved_slice), self.flat_dim
 
     def clip_action(self, action: np.ndarray) -> np.ndarray:
         return np.clip(action, self.action_low, self.action_high)
 
     # Manifest (de)serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready description, written into the policy package manifest."""
+        """A JSON-ready description, written into the policy package manifest (format 2 only with a block)."""
+        block = {} if self.block_slice is None else {"block_slice": list(self.block_slice)}
         return {
-            "format_version": CONTRACT_FORMAT_VERSION,
+            "format_version": BLOCK_CONTRACT_FORMAT_VERSION if block else CONTRACT_FORMAT_VERSION,
             "name": self.name,
             "state_fields": [[name, size] for name, size in self.state_fields],
             "action_dim": self.action_dim,
@@ -240,6 +266,7 @@ class ObservationContract:
             "action_high": self.action_high,
             "control_period_s": self.control_period_s,
             "position_slice": list(self.position_slice),
+            **block,
             "flat_layout": ["observation", "achieved_goal", "desired_goal"],
             "flat_dim": self.flat_dim,
         }
@@ -254,11 +281,20 @@ class ObservationContract:
         """
         check_contract_dict(data)  # keys and JSON types, before any value is read
         version = data["format_version"]
-        if version != CONTRACT_FORMAT_VERSION or not is_int(version):
+        readable = (CONTRACT_FORMAT_VERSION, BLOCK_CONTRACT_FORMAT_VERSION)
+        if not is_int(version) or version not in readable:
             raise ValueError(
-                f"contract format_version {version!r} is not supported (this build reads "
-                f"{CONTRACT_FORMAT_VERSION}); re-export the policy with this version of robot-grpo"
+                f"contract format_version {version!r} is not supported (this build reads {list(readable)}); "
+                "re-export the policy with this version of robot-grpo"
             )
+        if (version == BLOCK_CONTRACT_FORMAT_VERSION) != ("block_slice" in data):
+            raise ValueError(
+                f"contract format_version {version} {'needs' if version == 2 else 'has no'} 'block_slice' "
+                "(format 2 is a contract whose state carries a block's position, format 1 one without); re-export"
+            )
+        block = data.get("block_slice")
+        if block is not None and not (isinstance(block, list) and len(block) == 2 and all(is_int(v) for v in block)):
+            raise ValueError(f"contract block_slice must be a [start, stop] pair of integers, got {block!r}")
         if data.get("history_order", "oldest_first") != "oldest_first":
             raise ValueError(
                 f"unsupported history_order {data.get('history_order')!r}; this build reads 'oldest_first'"
@@ -276,6 +312,7 @@ class ObservationContract:
             action_high=float(data["action_high"]),
             control_period_s=float(data["control_period_s"]),
             position_slice=(int(data["position_slice"][0]), int(data["position_slice"][1])),
+            block_slice=None if block is None else (int(block[0]), int(block[1])),
         )
         if "flat_dim" in data and (not is_int(data["flat_dim"]) or data["flat_dim"] != contract.flat_dim):
             raise ValueError(f"contract flat_dim {data['flat_dim']!r} does not match its fields ({contract.flat_dim})")
@@ -399,9 +436,42 @@ def point_reach_contract(history_len: int) -> ObservationContract:
     )
 
 
+#: FetchPush-v4's observation (gymnasium-robotics ``MujocoFetchEnv._get_obs``), in its order.
+FETCH_PUSH_STATE_FIELDS: tuple[tuple[str, int], ...] = (
+    ("grip_pos", 3),  # metres, world frame
+    ("object_pos", 3),  # the block's position, metres, world frame (a tracker or camera on a real cell)
+    ("object_rel_pos", 3),  # object_pos - grip_pos, metres
+    ("gripper_state", 2),  # finger joint positions, metres
+    ("object_rot", 3),  # the block's orientation, Euler angles (radians)
+    ("object_velp", 3),  # the block's velocity relative to the gripper, metres per control step
+    ("object_velr", 3),  # the block's angular velocity, radians per control step
+    ("grip_velp", 3),  # metres per control step
+    ("gripper_vel", 2),  # finger joint velocities, metres per control step
+)
+FETCH_PUSH_BLOCK_SLICE = (3, 6)  # ``object_pos``
+
+
+def fetch_push_contract(history_len: int) -> ObservationContract:
+    """The FetchPush contract: 25 state values with the block's position, 4-D action, 25 Hz; the goal is the
+    block's."""
+    return ObservationContract(
+        name="fetch_push",
+        state_fields=FETCH_PUSH_STATE_FIELDS,
+        action_dim=4,
+        history_len=history_len,
+        action_scale_m=0.05,
+        control_period_s=0.04,
+        block_slice=FETCH_PUSH_BLOCK_SLICE,
+    )
+
+
 def contract_from_fields(name: str, history_len: int) -> ObservationContract:
     """Look up a known contract by task name."""
-    builders = {"fetch_reach": fetch_reach_contract, "point_reach": point_reach_contract}
+    builders = {
+        "fetch_reach": fetch_reach_contract,
+        "point_reach": point_reach_contract,
+        "fetch_push": fetch_push_contract,
+    }
     if name not in builders:
         raise ValueError(f"unknown contract {name!r}; known: {sorted(builders)}")
     return builders[name](history_len)

@@ -26,10 +26,12 @@ CONTRACT_KEYS = (
     "action_high",
     "control_period_s",
     "position_slice",
+    "block_slice",
     "flat_layout",
     "flat_dim",
 )
-OPTIONAL_CONTRACT_KEYS = ("history_order", "flat_layout", "flat_dim")  # derived or fixed: checked when present
+OPTIONAL_CONTRACT_KEYS = ("history_order", "block_slice", "flat_layout", "flat_dim")  # checked when present
+# (block_slice: only a format-2 contract, one whose state carries a block, has it)
 INTEGER_KEYS = ("action_dim", "history_len", "goal_dim")
 NUMBER_KEYS = ("action_scale_m", "action_low", "action_high", "control_period_s")
 

@@ -34,10 +34,14 @@ length", the gain is not "the contract's scale"). The file form, schema version 
       max_action: 1.0                  # |action| bound, command units
       max_action_rate: 0.5             # max change of a command between ticks, command units per step
       barrier_fraction: 0.5            # approach a workspace face by at most this share of the gap per step
+      barrier_gain_margin: 2.0         # optional: the barrier plans with this many times the gain bound, so a
+                                       # motor up to that much faster than calibrated stays inside until caught
       watchdog_hold_s: 0.1             # optional: state older than this -> hold (seconds)
       watchdog_stop_s: 0.5             # optional: state older than this -> safe stop / e-stop (seconds)
       envelope_margin_m: 0.1           # optional: a reported position further than this outside the workspace
                                        # is not physically plausible (metres)
+    block_tracker: {...}               # optional: the robot reports a block's position (push; see
+                                       # deploy.block_tracker_spec): tracker noise (m), rate (Hz), table box
     measurements: {...}                # optional, written by the probe: per-run values, spreads, probe settings
 
 A missing, malformed, misspelt or out-of-range key raises ``RobotSpecError`` naming the file, the key and the
@@ -53,6 +57,7 @@ from typing import Any
 
 import yaml
 
+from deploy.block_tracker_spec import BlockTrackerSpec, parse_block_tracker
 from deploy.robot_spec_sections import (
     AXES,
     RobotSpecError,
@@ -74,6 +79,8 @@ DEFAULT_SIM_SPEC = INSTALL_ROOT / "calibration" / "sim_fetch.yaml"  # shipped: f
 DEFAULT_WATCHDOG_HOLD_S = 0.1
 DEFAULT_WATCHDOG_STOP_S = 0.5
 DEFAULT_ENVELOPE_MARGIN_M = 0.1
+DEFAULT_BARRIER_GAIN_MARGIN = 2.0  # the barrier plans with 2x the gain bound (see docs/safety.md)
+MAX_BARRIER_GAIN_MARGIN = 10.0
 DEFAULT_HOMING_S = 0.0  # not measured: the loop sizes its wait for HOMED by the round trips it measures
 MAX_HOMING_S = 600.0
 
@@ -104,6 +111,7 @@ class RobotSpec:
     max_action: float = 1.0
     max_action_rate: float = 0.5
     barrier_fraction: float = 0.5
+    barrier_gain_margin: float = DEFAULT_BARRIER_GAIN_MARGIN
     watchdog_hold_s: float = DEFAULT_WATCHDOG_HOLD_S
     watchdog_stop_s: float = DEFAULT_WATCHDOG_STOP_S
     envelope_margin_m: float = DEFAULT_ENVELOPE_MARGIN_M
@@ -111,6 +119,7 @@ class RobotSpec:
     home_position_m: tuple[float, float, float] | None = None
     home_tolerance_m: float = 0.0
     state_bounds: Mapping[str, tuple[float, float]] | None = None
+    block_tracker: BlockTrackerSpec | None = None
     measurements: Mapping[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
@@ -153,11 +162,13 @@ class RobotSpec:
             "homing_s": self.homing_s,
             **self._home_dict(),
             **self._state_bounds_dict(),
+            **({"block_tracker": self.block_tracker.to_dict()} if self.block_tracker else {}),
             "workspace": {"low": list(self.workspace_low), "high": list(self.workspace_high)},
             "limits": {
                 "max_action": self.max_action,
                 "max_action_rate": self.max_action_rate,
                 "barrier_fraction": self.barrier_fraction,
+                "barrier_gain_margin": self.barrier_gain_margin,
                 "watchdog_hold_s": self.watchdog_hold_s,
                 "watchdog_stop_s": self.watchdog_stop_s,
                 "envelope_margin_m": self.envelope_margin_m,
@@ -180,6 +191,7 @@ KNOWN_KEYS: dict[str, tuple[str, ...]] = {
         "homing_s",
         "home",
         "state_bounds",
+        "block_tracker",
         "workspace",
         "limits",
         "measurements",
@@ -192,6 +204,7 @@ KNOWN_KEYS: dict[str, tuple[str, ...]] = {
         "max_action",
         "max_action_rate",
         "barrier_fraction",
+        "barrier_gain_margin",
         "watchdog_hold_s",
         "watchdog_stop_s",
         "envelope_margin_m",
@@ -280,6 +293,12 @@ def robot_spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Rob
             max_action=max_action,
             max_action_rate=number(limits.get("max_action_rate", 0.5), "limits.max_action_rate", 1e-3, 2.0),
             barrier_fraction=number(limits.get("barrier_fraction", 0.5), "limits.barrier_fraction", 1e-3, 1.0),
+            barrier_gain_margin=number(
+                limits.get("barrier_gain_margin", DEFAULT_BARRIER_GAIN_MARGIN),
+                "limits.barrier_gain_margin",
+                1.0,
+                MAX_BARRIER_GAIN_MARGIN,
+            ),
             watchdog_hold_s=hold_s,
             watchdog_stop_s=stop_s,
             envelope_margin_m=number(
@@ -289,6 +308,7 @@ def robot_spec_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Rob
             home_position_m=home_position,
             home_tolerance_m=home_tolerance,
             state_bounds=parse_state_bounds(data.get("state_bounds")),
+            block_tracker=parse_block_tracker(data.get("block_tracker"), period),
             measurements=measurements,
         )
     except RobotSpecError as err:

@@ -5,6 +5,8 @@ Importing this package registers the ids with gymnasium (MuJoCo is only imported
 - ``DelayedFetchReach-v0``: FetchReach-v4 with the calibration file's delay (default k=2), the robot task;
 - ``DelayedFetchPush-v0``, ``DelayedFetchPickAndPlace-v0``, ``DelayedFetchSlide-v0``: the other Fetch tasks with
   the generic delay wrapper (default k=2) and snapshots (``envs.delayed_fetch``);
+- ``DelayedFetchPushRobot-v0``: the push task as the simulated push cell serves it (contract with the block, spec
+  ``calibration/sim_fetch_push.yaml`` with its block tracker; ``envs.delayed_fetch_push``);
 - ``PointReach-v0``: the numpy point mass (default delay 1);
 - ``TwoArmCell-v0``: two delayed Fetch arms across one table with crossing goals (``envs.two_arm_cell``; its
   PettingZoo ParallelEnv: ``envs.two_arm_cell_parallel_env(**kwargs)``), ``CellSoloReach-v0``, one arm of the
@@ -32,6 +34,8 @@ except ImportError:  # pragma: no cover - a gymnasium-robotics that does not use
 
 if "DelayedFetchReach-v0" not in registry:
     register(id="DelayedFetchReach-v0", entry_point="envs.delayed_fetch_reach:DelayedFetchReachEnv")
+if "DelayedFetchPushRobot-v0" not in registry:
+    register(id="DelayedFetchPushRobot-v0", entry_point="envs.delayed_fetch_push:DelayedFetchPushEnv")
 if "PointReach-v0" not in registry:
     register(id="PointReach-v0", entry_point="envs.point_reach:PointReachEnv")
 if "TwoArmCell-v0" not in registry:

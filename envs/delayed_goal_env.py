@@ -10,8 +10,10 @@ delay, the contract and the group reset need, so both envs behave identically:
   trained (the policy then does not see every command in flight); a longer one is fine;
 - actuator gain: ``action_gain`` scales the applied command (1.0 = exact; 1.1 = the arm moves 10% too far),
   another way a real robot differs from the one the policy learned on;
-- observation noise: Gaussian, ``obs_noise_std_m`` metres per axis, added to the measured position in
-  ``observation`` and ``achieved_goal`` (the same draw in both). Rewards and ``is_success`` are computed from
+- observation noise: Gaussian, ``obs_noise_std_m`` metres per axis, added to the measured gripper position in
+  ``observation`` (and ``achieved_goal`` when the goal is the gripper's: the same draw in both); a subclass adds the
+  noise of its other sensors (a block tracker) in ``_sense``. ``achieved_goal`` is the state's
+  ``contract.achieved_slice`` (the block's position in a push task). Rewards and ``is_success`` are computed from
   the *returned* ``achieved_goal``, so ``compute_reward`` on a stored transition reproduces its reward exactly;
 - snapshot: ``snapshot()`` captures physics, goal, action history, delay, step count, RNG state and the last
   observation returned; ``reset(options={"snapshot": s})`` restores it and returns that observation (no new noise
@@ -131,6 +133,7 @@ class DelayedGoalEnv(gym.Env):
         self._action_low = float(contract.action_low)
         self._action_high = float(contract.action_high)
         self._pos = slice(*contract.position_slice)
+        self._achieved = slice(*contract.achieved_slice)
         self._noisy = bool(np.any(noise > 0))
         self._sparse = reward_type == "sparse"
 
@@ -166,6 +169,10 @@ class DelayedGoalEnv(gym.Env):
 
     def _sample_goal(self) -> np.ndarray:
         raise NotImplementedError
+
+    def _sense(self, state: np.ndarray) -> None:
+        """Turn the true state into what the robot's other sensors report, in place (default: nothing more than the
+        gripper noise). Called once per observation, after the gripper noise."""
 
     # Gymnasium API -------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -217,9 +224,10 @@ class DelayedGoalEnv(gym.Env):
         state = self._physics_state()
         if self._noisy:
             state[self._pos] += self.np_random.normal(0.0, self.obs_noise_std_m)
+        self._sense(state)
         obs = {
             "observation": np.concatenate((state, self._history_observed())),
-            "achieved_goal": state[self._pos].copy(),
+            "achieved_goal": state[self._achieved].copy(),
             "desired_goal": self.goal.copy(),
         }
         self._last_obs = obs

@@ -40,6 +40,9 @@ class SimFaults:
         late: the HOMED state reaches the runtime in one read with newer ones).
     :param lose_homed_states: the next N HOMED states are lost on the way (numbered, never delivered): the runtime
         sees the arm at the home pose in states without the flag.
+    :param block_jump_m: metres added to the reported block position (x, y, z) while ``block_jump_frames`` > 0: a
+        block tracker glitch (the block itself does not move); see ``block_jump``.
+    :param block_jump_frames: states still to carry the block jump (decremented per state).
     :param models: the fault models active now (``envs.faults``; a ``schedule`` adds and removes them).
     :param schedule: begins and ends fault models at their robot ticks (``SimRobot`` advances it per message).
     """
@@ -58,6 +61,8 @@ class SimFaults:
     drop_estops: int = 0
     states_after_home: int = 0
     lose_homed_states: int = 0
+    block_jump_m: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    block_jump_frames: int = 0
     models: list[RobotFault] = field(default_factory=list)
     schedule: FaultSchedule | None = None
 
@@ -67,11 +72,19 @@ class SimFaults:
         self.reply_delay_periods = 0
         self.state_glitch = None
         self.glitch_frames = self.stamp_frames = self.seq_jump = self.drop_estops = self.states_after_home = 0
-        self.lose_homed_states = 0
+        self.lose_homed_states = self.block_jump_frames = 0
+        self.block_jump_m = (0.0, 0.0, 0.0)
         self.stamp_offset_s = 0.0
         self.pending_length = None
         self.models = []
         self.schedule = None
+
+    def block_jump(self, offset_m: tuple[float, float, float], frames: int = 1) -> None:
+        """The block tracker reports the block ``offset_m`` metres away for the next ``frames`` states."""
+        if frames < 0:
+            raise ValueError(f"frames must be >= 0, got {frames}")
+        self.block_jump_m = (float(offset_m[0]), float(offset_m[1]), float(offset_m[2]))
+        self.block_jump_frames = int(frames)
 
     # Hooks of the active fault models (called by SimRobot on its serving thread) ---------------------------------
     def reported_state(self, state: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""The simulated robot: MuJoCo delayed FetchReach serving the wire protocol on a pty or any pyserial URL.
+"""The simulated robot: MuJoCo delayed FetchReach (or the FetchPush cell) serving the wire protocol on a pty or any
+pyserial URL.
 
 The default "robot" of the demo, the tests and calibration. It speaks ``deploy.wire`` exactly as a real arm
 would, so the runtime cannot tell it from hardware:
@@ -11,6 +12,10 @@ would, so the runtime cannot tell it from hardware:
 
 The actuation delay and the observation noise are those of ``DelayedFetchReachEnv`` (from the robot spec unless
 given), so a state the robot sends equals, bit for bit, the one the env returns for the same seed and commands.
+``task="push"`` serves the push cell instead (``DelayedFetchPushEnv``, spec ``calibration/sim_fetch_push.yaml``): its
+state carries the block's position as the cell's tracker reports it (the spec's noise and rate);
+``SimFaults.block_jump`` makes the tracker report the block elsewhere for some frames (a tracker glitch) while the
+physics stays true.
 E-stop: an ``EStopMsg`` from the runtime, or ``trigger_estop()`` on the robot side (an operator / fault), stops the
 arm: the delay line is emptied, commands are ignored (answered with ``ErrorMsg``) and every state carries
 ``ESTOP_ACTIVE``. A ``HomeMsg`` clears a runtime e-stop; a robot-side one needs ``release_estop()``.
@@ -60,8 +65,11 @@ from deploy.wire import (
     encode,
     seq_after,
 )
+from envs.delayed_fetch_push import DelayedFetchPushEnv
 from envs.delayed_fetch_reach import DelayedFetchReachEnv
 from envs.sim_faults import SimFaults
+
+TASK_ENVS = {"reach": DelayedFetchReachEnv, "push": DelayedFetchPushEnv}  # what the simulated robot can serve
 
 ROBOT_MODES = ("realtime", "lockstep")
 NO_TRUNCATION_STEPS = 2**62  # the robot never ends an episode by itself; the runtime sends HomeMsg
@@ -77,12 +85,13 @@ class SimRobot:
     :param mode: ``"realtime"`` or ``"lockstep"``.
     :param delay: actuation delay in control steps (None: the spec's).
     :param obs_noise_std_m: gripper position noise std, metres (None: the spec's).
-    :param spec: the robot spec or its file (None: ``calibration/sim_fetch.yaml``).
+    :param spec: the robot spec or its file (None: ``calibration/sim_fetch.yaml``, ``sim_fetch_push.yaml`` for push).
     :param control_period_s: real-time period and the unit of ``reply_delay_periods`` (None: the contract's 0.04 s).
     :param action_gain: actuator gain error of the simulated arm (1.1 = moves 10% further than commanded).
     :param seed: seed of the first episode and of the fault injection RNG.
     :param faults: fault switches (a fresh ``SimFaults`` if None).
-    :param plant: the arm to serve instead of a new ``DelayedFetchReachEnv`` (one arm of the simulated cell,
+    :param task: ``"reach"`` (the Fetch arm) or ``"push"`` (the arm over a table with a tracked block).
+    :param plant: the arm to serve instead of a new env of ``task`` (one arm of the simulated cell,
         ``envs.sim_cell_robot``, which steps both arms' physics itself): it offers ``contract``, ``history``,
         ``reset(seed=)``, ``step(action)`` and ``_physics_state()`` as the env does; ``delay``, ``obs_noise_std_m``,
         ``spec`` and ``action_gain`` are then the plant's own.
@@ -99,13 +108,17 @@ class SimRobot:
         action_gain: float = 1.0,
         seed: int = 0,
         faults: SimFaults | None = None,
+        task: str = "reach",
         plant: Any = None,
     ) -> None:
         if mode not in ROBOT_MODES:
             raise ValueError(f"mode must be one of {ROBOT_MODES}, got {mode!r}")
+        if task not in TASK_ENVS:
+            raise ValueError(f"task must be one of {sorted(TASK_ENVS)}, got {task!r}")
+        self.task = task
         self.env = plant
         if plant is None:
-            self.env = DelayedFetchReachEnv(
+            self.env = TASK_ENVS[task](
                 delay=delay,
                 obs_noise_std_m=obs_noise_std_m,
                 spec=spec,
@@ -245,6 +258,13 @@ class SimRobot:
     def gripper_position_m(self) -> np.ndarray:
         """True (noise-free) gripper position, metres."""
         return self.env._physics_state()[slice(*self.contract.position_slice)].copy()
+
+    @property
+    def block_position_m(self) -> np.ndarray | None:
+        """True (noise-free) block position, metres (None: the task has no block)."""
+        if self.contract.block_slice is None:
+            return None
+        return self.env._physics_state()[slice(*self.contract.block_slice)].copy()
 
     # Serving -------------------------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -463,6 +483,9 @@ class SimRobot:
         state = self.faults.reported_state(self._obs["observation"][: self.contract.state_dim].copy())
         if self.faults.nan_state:
             state[:] = np.nan
+        if self.faults.block_jump_frames > 0 and self.contract.block_slice is not None:
+            self.faults.block_jump_frames -= 1
+            state[slice(*self.contract.block_slice)] += self.faults.block_jump_m
         if self.faults.state_glitch is not None and self.faults.glitch_frames > 0:
             self.faults.glitch_frames -= 1
             state = np.asarray(self.faults.state_glitch(state), dtype=np.float64)

@@ -34,15 +34,21 @@ SIM_ONLY_ROBOT_KEYS = ("delay", "obs_noise_std_m", "action_gain", "lockstep", "b
 
 
 def sim_goals(
-    first_seed: int, n_targets: int, delay: int, box: tuple[Any, Any], max_draws: int = 100_000
+    first_seed: int,
+    n_targets: int,
+    delay: int,
+    box: tuple[Any, Any],
+    max_draws: int = 100_000,
+    task: str = "reach",
 ) -> tuple[np.ndarray, list[int], int]:
-    """The first ``n_targets`` goals the simulated task draws from seeds ``first_seed, first_seed + 1, ...`` that
-    lie inside the workspace ``box`` (the same goals a pure-sim evaluation with those seeds serves); returns the
-    goals, their seeds, and how many seeds were skipped because their goal lies outside the box."""
-    from envs.delayed_fetch_reach import DelayedFetchReachEnv
+    """The first ``n_targets`` goals the simulated task (``"reach"``, or ``"push"``: the block's goals on the push
+    cell) draws from seeds ``first_seed, first_seed + 1, ...`` that lie inside the workspace ``box`` (the same goals a
+    pure-sim evaluation with those seeds serves); returns the goals, their seeds, and how many seeds were skipped
+    because their goal lies outside the box."""
+    from envs.sim_robot import TASK_ENVS
 
     low, high = np.asarray(box[0]), np.asarray(box[1])
-    env = DelayedFetchReachEnv(delay=delay)
+    env = TASK_ENVS[task](delay=delay)
     goals: list[np.ndarray] = []
     seeds: list[int] = []
     seed = first_seed
@@ -60,6 +66,11 @@ def sim_goals(
     return np.stack(goals), seeds, seed - first_seed - n_targets
 
 
+def sim_task(contract: Any) -> str:
+    """The simulated robot's task for a package: the push cell when its contract reads a block, else the reach arm."""
+    return "push" if contract.has_block else "reach"
+
+
 def read_goals_file(path: str | Path, episodes: int) -> np.ndarray:
     """Targets from a YAML list of [x, y, z] (metres), cycled to ``episodes`` targets."""
     path = Path(path)
@@ -75,10 +86,11 @@ def read_goals_file(path: str | Path, episodes: int) -> np.ndarray:
     return goals[np.arange(episodes) % len(goals)]
 
 
-def start_robot(robot: dict[str, Any], seed: int) -> tuple[str, Any]:
+def start_robot(robot: dict[str, Any], seed: int, task: str = "reach") -> tuple[str, Any]:
     """The port to connect to, and the simulated robot process (None for a real port).
 
-    The simulated robot is what its own spec (``calibration/sim_fetch.yaml``) says, with the launch file's
+    The simulated robot (``task``: the reach arm, or the push cell for a package whose contract has a block) is what
+    its own spec (``calibration/sim_fetch.yaml``, ``sim_fetch_push.yaml``) says, with the launch file's
     ``robot.delay`` / ``robot.obs_noise_std_m`` / ``robot.action_gain`` as explicit simulation settings (a drift);
     the runtime knows it only through the calibration file it is given, like a real arm.
     """
@@ -103,6 +115,7 @@ def start_robot(robot: dict[str, Any], seed: int) -> tuple[str, Any]:
         obs_noise_std_m=robot["obs_noise_std_m"],
         action_gain=robot["action_gain"],
         seed=seed,
+        task=task,
     )
     return process.port_name, process
 
@@ -174,7 +187,7 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         # The sim task's goals that lie in the calibrated box (FetchReach draws z down to 0.385 m, below a
         # measured floor): a target outside the workspace is not a task, the GoalSource would refuse it.
         delay = spec.delay_steps if robot["delay"] is None else robot["delay"]
-        targets, target_seeds, skipped = sim_goals(config["seed"], n_targets, delay, box)
+        targets, target_seeds, skipped = sim_goals(config["seed"], n_targets, delay, box, task=sim_task(contract))
     else:
         raise LaunchError("'goals_file' is required on a real robot: the targets of the line, [x, y, z] metres")
     index = [i // attempts for i in range(episodes)]
@@ -199,7 +212,7 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         realtime_priority=config["realtime_priority"],
     )
     with ExitStack() as cleanup:  # on the way out, in reverse: follower, transitions, tick log, live view, robot
-        port, process = start_robot(robot, config["seed"])
+        port, process = start_robot(robot, config["seed"], sim_task(contract))
         if process is not None:
             cleanup.callback(process.stop)
         live = open_live_view(config["live"], spec, contract)

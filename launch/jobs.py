@@ -28,6 +28,7 @@ ENV_IDS = (
     "DelayedFetchReach-v0",
     "PointReach-v0",
     "DelayedFetchPush-v0",
+    "DelayedFetchPushRobot-v0",
     "DelayedFetchPickAndPlace-v0",
     "DelayedFetchSlide-v0",
     "TwoArmCell-v0",

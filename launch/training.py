@@ -18,13 +18,16 @@ from launch.schema import LaunchError
 EVAL_SEED_BASE = 1_000_000  # eval episodes use seeds disjoint from training's (which start at the run seed)
 
 
+SPEC_ENV_IDS = ("DelayedFetchReach-v0", "DelayedFetchPushRobot-v0", "TwoArmCell-v0")  # envs built from a robot spec
+
+
 def env_kwargs_from(env_section: dict[str, Any]) -> dict[str, Any]:
     """The env constructor kwargs of a launch file's ``env`` section (unset keys left to the env's defaults)."""
     kwargs = {k: v for k, v in env_section.items() if k not in ("id", "calibration") and v is not None}
     if "delay_range" in kwargs:
         kwargs["delay_range"] = tuple(kwargs["delay_range"])
         kwargs.pop("delay", None)
-    if env_section["id"] in ("DelayedFetchReach-v0", "TwoArmCell-v0") and env_section.get("calibration"):
+    if env_section["id"] in SPEC_ENV_IDS and env_section.get("calibration"):
         kwargs["spec"] = env_section["calibration"]  # the robot spec: the delay and noise unless overridden
     return kwargs
 
@@ -33,13 +36,15 @@ def env_kwargs_as_data(env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any
     """``env_kwargs`` with the robot spec loaded here, on the driver, for envs built elsewhere (Ray workers, Tune
     members): they get the spec's data, never a path that would be resolved in their own folder or machine.
 
-    :param env_id: registered env id (only DelayedFetchReach-v0 takes a spec).
+    :param env_id: registered env id (DelayedFetchReach-v0 and DelayedFetchPushRobot-v0 take a spec).
     :param env_kwargs: from :func:`env_kwargs_from`; its ``spec`` is a file path or absent (the default spec).
     """
-    if env_id != "DelayedFetchReach-v0":
+    if env_id not in ("DelayedFetchReach-v0", "DelayedFetchPushRobot-v0"):
         return dict(env_kwargs)
     from deploy.robot_spec import as_robot_spec
 
+    if env_id == "DelayedFetchPushRobot-v0" and env_kwargs.get("spec") is None:
+        return dict(env_kwargs)  # its own default spec (the push cell's), resolved where the env is built
     return {**env_kwargs, "spec": as_robot_spec(env_kwargs.get("spec"))}
 
 

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, jacrev, vmap
 
-# Defaults chosen with benchmarks/continual.py (benchmarks/results/continual*.md): on a drifted robot (delay 6 /
+# Defaults chosen with benchmarks/continual.py (docs/benchmarks/continual-study.md): on a drifted robot (delay 6 /
 # gain 1.5, and delay 3 / gain 1.8) lambda = 30 reached >= 0.93 success on the new condition from the third round
 # on while keeping >= 97% of the original success and causing no safety-filter interventions; lambda = 10 adapted
 # a little faster but lost up to 7 points of original success on one condition; 1000 stopped adaptation (0.65);

@@ -80,7 +80,7 @@ class GRPO(ClippedGroupUpdate, BaseAlgorithm):
         ``max_log_std``); None leaves it free. A floor keeps exploring where the clipped surrogate shrinks the
         std faster than the task is learned. On delayed FetchPush (std 0.57 -> 0.17 over 1M env steps) a floor at
         -1.0 kept the block moving in 44-50% of episodes instead of 25-32%, but not the success rate
-        (benchmarks/results/push_probe_std_floor_1m.md).
+        (docs/benchmarks/push-study.md, source push_probe_std_floor_1m).
     :param beta: coefficient of the k3 KL to the reference policy.
     :param adaptive_beta: adapt ``beta`` (x2 or /2) after each update to keep kl_ref near ``target_kl``.
     :param target_kl: approx-KL budget per update; None turns off early stop, rollback and adaptive beta.

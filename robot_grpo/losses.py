@@ -14,7 +14,7 @@
   box. The env clips every action to the box, so a mean outside it changes nothing the env sees while the
   surrogate keeps moving it, and the noise around it no longer explores (delayed FetchPush, 150k env steps: 4-5% of
   the mean components at visited states were outside the box, none with ``bound_coef=1``;
-  ``benchmarks/results/push_probe.md``).
+  docs/benchmarks/push-study.md, source ``push_probe``).
 """
 
 from __future__ import annotations

@@ -104,7 +104,9 @@ def test_to_dict_from_dict_round_trip_through_json(history_len: int) -> None:
 
 def test_from_dict_rejects_other_versions_and_inconsistent_dims() -> None:
     data = fetch_reach_contract(2).to_dict()
-    with pytest.raises(ValueError, match="format_version 2 is not supported"):
+    with pytest.raises(ValueError, match="format_version 3 is not supported"):
+        ObservationContract.from_dict({**data, "format_version": 3})
+    with pytest.raises(ValueError, match="format_version 2 needs 'block_slice'"):
         ObservationContract.from_dict({**data, "format_version": 2})
     with pytest.raises(ValueError, match="history_order"):
         ObservationContract.from_dict({**data, "history_order": "newest_first"})
@@ -245,3 +247,29 @@ def test_the_position_field_is_the_state_field_holding_the_position_slice():
         ("gripper_vel", 8, 10),
     ]
     assert contract.position_field == "grip_pos"
+
+
+def test_the_push_contract_is_format_2_and_its_achieved_goal_is_the_block() -> None:
+    from deploy.contract import BLOCK_CONTRACT_FORMAT_VERSION, fetch_push_contract
+
+    push = fetch_push_contract(2)
+    data = json.loads(json.dumps(push.to_dict()))
+    assert data["format_version"] == BLOCK_CONTRACT_FORMAT_VERSION and data["block_slice"] == [3, 6]
+    assert ObservationContract.from_dict(data) == push
+    state = np.arange(push.state_dim, dtype=np.float64)  # gripper 0..2, block 3..5
+    history = ActionHistory(2, 4)
+    flat = push.flat_observation(state, history, np.array([7.0, 8.0, 9.0]))
+    obs = push.build(state, history, np.array([7.0, 8.0, 9.0]))
+    assert obs["achieved_goal"].tolist() == [3.0, 4.0, 5.0]  # the block, not the gripper
+    assert flat.tobytes() == push.flatten(obs).tobytes()
+
+
+def test_a_contract_without_a_block_stays_format_1_and_format_1_with_a_block_is_refused() -> None:
+    reach = fetch_reach_contract(2).to_dict()
+    assert reach["format_version"] == 1 and "block_slice" not in reach
+    with pytest.raises(ValueError, match="format_version 1 has no 'block_slice'"):
+        ObservationContract.from_dict({**reach, "block_slice": [0, 3]})
+    with pytest.raises(ValueError, match="block_slice .* straddles two state fields"):
+        ObservationContract(
+            name="x", state_fields=(("a", 3), ("b", 4)), action_dim=3, history_len=0, block_slice=(2, 5)
+        )

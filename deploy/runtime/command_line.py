@@ -43,6 +43,8 @@ class SentCommand(NamedTuple):
 
 
 MIN_SENT_CAPACITY = 64  # commands remembered for matching the robot's reported line
+# The arm may still owe the motion of the newest command it reports applied (the simulated Fetch's y axis lags its
+# target by one control step): the barrier counts that command as still to come.
 UNREPORTED_APPLIED_EXTRA = 2  # without a reported line: commands beyond the delay that one state may reflect
 
 
@@ -65,6 +67,8 @@ class CommandLine:
         self.history = ActionHistory(contract.history_len, contract.action_dim)
         self._hold = contract.hold()
         self._in_flight = np.zeros((0, contract.action_dim))
+        self._line_seqs: tuple[int, ...] = ()  # the reported line's sequence numbers (oldest first)
+        self._owed = np.zeros((0, contract.action_dim))  # the newest command applied: the arm may still owe it
         self._sent: OrderedDict[int, SentCommand] = OrderedDict()  # seq -> what was sent, in sending order
         bound = max(abs(contract.action_low), abs(contract.action_high))
         self._unknown_length = 2.0 * bound * math.sqrt(self.position_dims)  # a forgotten command, both ways
@@ -76,6 +80,8 @@ class CommandLine:
         """The robot went home: nothing is in flight and the history is all holds."""
         self.history.clear()
         self._in_flight = self._in_flight[:0]
+        self._owed = self._owed[:0]
+        self._line_seqs = ()
 
     def round_trip_s(self, pending: tuple[int, ...], t_in: float) -> float | None:
         """Seconds from sending the newest command in ``pending`` to receiving the state that first reports it
@@ -169,6 +175,10 @@ class CommandLine:
                 self.acked_seq = seq
         if len(pending) > history_len:
             self.counts["line_longer_than_history"] += 1
+        left = [seq for seq in self._line_seqs if seq not in pending and seq in self._sent]
+        if left:  # the newest command that left the line was applied last
+            self._owed = self._sent[left[-1]].command[None, :]
+        self._line_seqs = pending
         self._in_flight = rows
         self.history.set_state(rows[len(rows) - history_len :])
 
@@ -195,8 +205,12 @@ class CommandLine:
         return out
 
     def displacement_m(self, dims: int) -> np.ndarray:
-        """Metres the gripper will still move at nominal gain from the commands in flight."""
-        return in_flight_displacement_m(self.in_flight(), self.contract.action_scale_m, dims)
+        """Metres the gripper will still move at nominal gain from the commands in flight, and from the newest
+        command applied (the arm may lag it by a step)."""
+        rows = self.in_flight()
+        if len(self._owed):
+            rows = np.vstack([self._owed, rows]) if len(rows) else self._owed
+        return in_flight_displacement_m(rows, self.contract.action_scale_m, dims)
 
     def applied_for_sure(self, old_pending: tuple[int, ...], new_pending: tuple[int, ...]) -> list[list[float]] | None:
         """The moves (command units, the first ``position_dims`` components), oldest first, of the commands that

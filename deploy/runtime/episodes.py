@@ -17,7 +17,8 @@ class EpisodeTracker:
     """Serves the goals one episode at a time and records each episode's result.
 
     :param goals: the targets.
-    :param position_slice: where the gripper position sits in the robot state.
+    :param position_slice: where the achieved goal sits in the robot state (the gripper's position, or the block's in
+        a push task: the contract's ``achieved_slice``).
     :param success_radius_m: an episode succeeds when its final position is closer than this to the goal (metres).
     :param max_episode_steps: policy commands per episode (control steps).
     """
@@ -44,11 +45,25 @@ class EpisodeTracker:
         self.steps = 0
         return self.current
 
+    def all_taken(self) -> str:
+        """Why the run ends once every goal was taken: all served, or how many were served and aborted ("served"
+        would hide that some goals were never reached for: a link failure, a safe stop)."""
+        aborted = sum(result.aborted for result in self.results)
+        if not aborted:
+            return "all goals served"
+        served = len(self.results) - aborted
+        return f"all goals taken: {served} served, {aborted} aborted (see the episodes' results)"
+
     def step_taken(self) -> None:
         self.steps += 1
 
-    def end(self, state: np.ndarray | None, aborted: bool) -> None:
-        """Record the current episode's result (``state``: the final robot state; None when aborted)."""
+    def abort(self) -> None:
+        """End the current episode, if any, as aborted (a safe stop, a robot reset, the end of the run)."""
+        self.end(None, aborted=True)
+
+    def end(self, state: np.ndarray | None, aborted: bool, reason: str = "") -> None:
+        """Record the current episode's result (``state``: the final robot state; None when aborted; ``reason``: why
+        it ended early, e.g. ``block_off_table``)."""
         episode = self.current
         if episode is None:
             return
@@ -57,6 +72,6 @@ class EpisodeTracker:
             distance = float(np.linalg.norm(state[self._pos] - episode.goal))
         success = not aborted and distance < self.success_radius_m
         self.results.append(
-            EpisodeResult(episode.index, episode.seed, episode.goal, success, distance, self.steps, aborted)
+            EpisodeResult(episode.index, episode.seed, episode.goal, success, distance, self.steps, aborted, reason)
         )
         self.current = None

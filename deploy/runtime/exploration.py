@@ -13,7 +13,7 @@ Why half the policy's std by default: on ``benchmarks/continual.py``'s drifted r
 1-6) the sim-trained policy's full noise makes the line succeed in 2-6% of its attempts and leans on the safety
 filter 19-20 times per episode; at half the std the line succeeds in 9-28% of attempts, the filter steps in 1.2-3.9
 times per episode, and fine-tuning on those logs adapts faster (median new-condition success on unseen seeds 4-6:
-0.97 against 0.78; ``benchmarks/results/continual_explore_*``).
+0.97 against 0.78; ``continual_explore_*`` in docs/benchmarks/continual-study.md).
 
 numpy only (robot side).
 """

@@ -16,11 +16,16 @@ The parts, each with its own fields and tests:
     CommandPath    (command_path.py)   observation -> guarded policy -> safety filter; the previous command
     CommandLine    (command_line.py)   the commands in flight and the policy's action history
     StopLatch      (stop_latch.py)     the e-stop in force and its acknowledgement
+    Outbox         (outbox.py)         what is sent (commands noted where they are kept); a command this tick?
+    TickPacer      (tick_pacer.py)     the tick's deadline, missed periods skipped
+    TickRecorder   (tick_recorder.py)  each tick's record; the episode a safe stop cut short
+    ExitStop       (exit_stop.py)      the hold and the repeated e-stop at the end of a run
     TickStats, StateMachine, the tick log
 
-This class paces the ticks, owns the link's traffic and offers the actions (send a command, a heartbeat, an e-stop,
-a HOME; enter a mode; stop; record a tick); what each mode does with a state is decided by ``ModeRules``
-(``loop_modes.py``), which asks the parts and acts through these actions.
+This class paces the ticks, reads the link and offers the actions (enter a mode; stop; finish; record a tick); what
+each mode does with a message or a state is decided by ``ModeRules`` (``loop_modes.py``) and its per-mode handlers
+(``loop_run.py``, ``loop_homing.py``, ``loop_safe_stop.py``, ``loop_resets.py``), which ask the parts and act through
+these actions and the ``Outbox``.
 
 The state age is measured from when the robot made the state (its stamp plus the checker's clock offset, taken from
 accepted states only). A period with no fresh state sends a heartbeat, or the hold once the state is older than
@@ -45,43 +50,35 @@ from deploy.robot_spec import RobotSpec
 from deploy.runtime.command_line import CommandLine
 from deploy.runtime.command_path import CommandPath
 from deploy.runtime.episodes import EpisodeTracker
-from deploy.runtime.goals import Episode, GoalSource
+from deploy.runtime.exit_stop import ExitStop
+from deploy.runtime.goals import GoalSource
 from deploy.runtime.homing import Homing
 from deploy.runtime.loop_config import LoopConfig
-from deploy.runtime.loop_modes import ACTIVE_MODES, ESTOP_ACTIVE, ModeRules
+from deploy.runtime.loop_modes import ModeRules
+from deploy.runtime.outbox import Outbox
 from deploy.runtime.policy_guard import PolicyGuard
 from deploy.runtime.policy_worker import PolicyWorker
 from deploy.runtime.realtime import enter_realtime
 from deploy.runtime.robot_link import RobotLink
 from deploy.runtime.robot_resets import ResetHistory
 from deploy.runtime.run_report import RunReport
-from deploy.runtime.safety import IMPLAUSIBLE_STATE, FilterResult, InterventionCounter, SafetyLimits
+from deploy.runtime.safety import InterventionCounter, SafetyLimits
 from deploy.runtime.separation import SeparationBarrier
 from deploy.runtime.state_check import StateChecker
 from deploy.runtime.state_inbox import StateInbox
 from deploy.runtime.state_intake import StateIntake
 from deploy.runtime.state_machine import LoopState, StateMachine
 from deploy.runtime.stop_latch import StopLatch
-from deploy.runtime.tick_record import EMPTY, NO_EPISODE, TickRecord, check_policy_id
+from deploy.runtime.tick_pacer import TickPacer
+from deploy.runtime.tick_record import TickRecord, check_policy_id
+from deploy.runtime.tick_recorder import TickRecorder
 from deploy.runtime.ticklog import TickLogWriter
 from deploy.runtime.timing import TickStats
-from deploy.wire import (
-    DEFAULT_BAUDRATE,
-    CommandMsg,
-    ErrorMsg,
-    EStopMsg,
-    EStopReason,
-    HeartbeatMsg,
-    HomeMsg,
-    Link,
-    Message,
-    StateMsg,
-)
+from deploy.wire import DEFAULT_BAUDRATE, Link, StateMsg
 
 logger = logging.getLogger(__name__)
 
 Policy = Callable[[np.ndarray], np.ndarray]
-REJECTION_PREFIXES = ("implausible_", "nan_state", "malformed_")  # reasons that name why a state was rejected
 MAX_STATES_PER_TICK = 2  # one command per tick; a second state only to answer a HOMED state without waiting
 
 
@@ -130,16 +127,7 @@ class Controller:
     ) -> None:
         self.config = config or LoopConfig()
         limits = SafetyLimits.from_spec(spec, contract)
-        if goals.goal_dim != contract.goal_dim:
-            raise ValueError(f"goals are {goals.goal_dim}-D but the contract's goal is {contract.goal_dim}-D")
-        if contract.action_dim < limits.position_dims:
-            raise ValueError(f"the contract's {contract.action_dim}-D action has no {limits.position_dims}-D move")
-        if spec.home_position_m is None:
-            logger.warning(
-                "robot spec %s has no home pose: a glitched HOMED state cannot be told from the arm at home, and the "
-                "first command of each episode is planned from it; `robot-grpo calibrate` measures the home",
-                spec.robot_id,
-            )
+        _check_setup(contract, spec, goals, limits)
         self.contract, self.spec, self.limits = contract, spec, limits
         self.period_s = float(self.config.period_s or contract.control_period_s)
         self.ticklog, self.on_tick = ticklog, on_tick
@@ -153,29 +141,30 @@ class Controller:
             port, self.counts, self.config.reconnect_interval_s, clock, contract, baudrate, sleep
         )
         self.episodes = EpisodeTracker(
-            goals, slice(*contract.position_slice), self.config.success_radius_m, self.config.max_episode_steps
+            goals, slice(*contract.achieved_slice), self.config.success_radius_m, self.config.max_episode_steps
         )
         self.line = CommandLine(contract, spec.delay_range[1], self.counts, limits.position_dims)
         self.intake = StateIntake(spec, contract, self.period_s, self.config, self.line, self.counts, checker_class)
         self.inbox = StateInbox(self.counts, self.period_s)
         self.homing = Homing(self.config, self.period_s, spec.homing_s)
         self.resets = ResetHistory(self.config.max_robot_resets, self.config.robot_reset_window_s)
-        self.latch = StopLatch(self.counts, limits.watchdog_stop_s)
+        self.latch = StopLatch(self.counts, limits.watchdog_stop_s, self.config.resync_states)
         worker = PolicyWorker() if clock is time.monotonic else None
         guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock, check_policy_id(policy_id), worker)
         self.path = CommandPath(contract, limits, self.line, guard, separation)
         if separation is not None:  # the barrier plans from this arm's bound, position and commands in flight
             separation.attach(limits, self.period_s, contract.position_slice, self.intake, self.line)
+        self.outbox = Outbox(self.robot_link, clock, self.line, self.intake, self.path, self.counts)
+        self.recorder = TickRecorder(clock, self.episodes)
+        self.exit_stop = ExitStop(self.robot_link, self.latch, clock, self.period_s, self.config.stop_ack_timeout_s)
         self.modes = ModeRules(self)
         self.tick = 0
         self.position_slice = slice(*contract.position_slice)
         self.hold = contract.hold()  # the hold command (zeros)
         self.mode_since = 0.0  # when the current mode was entered (seconds, the loop's clock)
-        self.deadline = 0.0  # the current tick's deadline (seconds, the loop's clock)
+        self.pacer = TickPacer(self.period_s, self.stats)
         self._generation = 0
         self._window_start = 0.0
-        self._commanded = False  # a command went out this tick
-        self._stopped_episode: Episode | None = None  # the episode the last safe stop aborted in RUN (its record)
 
     def home_retry_ticks(self) -> int:
         """Ticks a HOME's answer is waited for before it is resent (``Homing.retry_ticks``)."""
@@ -192,8 +181,8 @@ class Controller:
                 gc.freeze()
             self.mode_since = self._clock()
             self.sm.to(LoopState.WAIT_FRESH, self.tick, f"connected to {self.robot_link.name}")
-            self.heartbeat()
-            self.deadline = self._clock() + self.period_s
+            self.outbox.heartbeat()
+            self.pacer.start(self._clock())
             while self.sm.state is not LoopState.DONE:
                 self._run_tick()
                 if self.config.max_ticks is not None and self.tick >= self.config.max_ticks:
@@ -219,44 +208,26 @@ class Controller:
         )
 
     def _shutdown(self) -> None:
-        """Hold, then e-stop repeated every period until acknowledged (at most ``stop_ack_timeout_s``); close a
-        port we opened; end in DONE. Never raises on a dead link. The e-stop goes out at most once per period on
-        the loop's clock: other frames end a read early but not the wait, so a chatty robot is not flooded."""
-        if self.robot_link.is_open:
-            self._send(CommandMsg(self.robot_link.next_seq(), self._clock(), self.hold))
-            self.latch.engage(self.inbox.last_seq, self._clock(), self.intake.checker.offset_s)
-            next_estop = self._clock()
-            deadline = next_estop + self.config.stop_ack_timeout_s
-            while not self.latch.acked and self.robot_link.ok and self._clock() < deadline:
-                self._send(EStopMsg(self.robot_link.next_seq(), self._clock(), EStopReason.RUNTIME_EXIT))
-                next_estop += self.period_s
-                self._await_stop_ack(min(next_estop, deadline))
-            if not self.latch.acked:
-                self.counts["stop_not_acknowledged"] += 1
-        if self.episodes.current is not None:
-            self.episodes.end(None, aborted=True)
+        """Hold, then e-stop repeated every period until acknowledged (``ExitStop``, at most
+        ``stop_ack_timeout_s``); close a port we opened; end in DONE. Never raises on a dead link."""
+        if self.robot_link.is_open and not self.exit_stop.send(
+            self.hold, self.inbox.last_seq, self.intake.checker.offset_s
+        ):
+            self.counts["stop_not_acknowledged"] += 1
+        self.episodes.abort()
         self.sm.to(LoopState.DONE, self.tick, "shutdown")
         self.robot_link.close()
 
-    def _await_stop_ack(self, until: float) -> None:
-        """Read the link until the robot acknowledges the stop or the loop's clock reaches ``until`` (seconds)."""
-        while not self.latch.acked and self.robot_link.ok and (remaining := until - self._clock()) > 0:
-            for msg in self.robot_link.poll(remaining):
-                if isinstance(msg, StateMsg) and msg.flags & ESTOP_ACTIVE:
-                    self.latch.acknowledge_if(msg.seq)
-
     def finish(self, reason: str) -> None:
         """End the run (DONE), aborting the episode under way."""
-        if self.episodes.current is not None:
-            self.episodes.end(None, aborted=True)
+        self.episodes.abort()
         self.sm.to(LoopState.DONE, self.tick, reason)
 
     # One tick ----------------------------------------------------------------------------------------------------
     def _run_tick(self) -> None:
-        deadline = self.deadline
+        deadline = self.pacer.deadline
         self._window_start = now = self._clock()
-        lateness = now - (deadline - self.period_s)
-        self.stats.on_wake(lateness)
+        lateness = self.pacer.wake(now)
         self.robot_link.reconnect_if_due()
         if self.robot_link.generation != self._generation:  # a reopened port: trust no old reference
             self._generation = self.robot_link.generation
@@ -264,7 +235,7 @@ class Controller:
             self.inbox.rate.reset()
             self.modes.on_reconnect()
         record: TickRecord | None = None
-        self._commanded = False
+        self.outbox.new_tick()
         handled = 0
         while self.sm.state is not LoopState.DONE:
             if self.inbox.waiting and handled < MAX_STATES_PER_TICK:
@@ -272,7 +243,7 @@ class Controller:
                 handled += 1
                 record = self.modes.on_state(max(t_read, self._window_start), msg) or record
                 self.modes.note_accepted()
-                if self._commanded or self.sm.state is not LoopState.HOMING:
+                if self.outbox.commanded or self.sm.state is not LoopState.HOMING:
                     break
                 continue  # a HomeMsg went out this tick: answer the new episode's first state at once
             remaining = deadline - self._clock()
@@ -292,32 +263,14 @@ class Controller:
         if self.on_tick is not None:
             self.on_tick(self, record)
         self.tick += 1
-        self.deadline += self.period_s
-        behind = self._clock() - self.deadline
-        if behind > 0:  # whole periods were missed: skip them rather than run a burst of late ticks
-            missed = int(behind // self.period_s) + 1
-            self.stats.overruns += missed
-            self.deadline += missed * self.period_s
+        self.pacer.advance(self._clock())
 
     # Receiving ---------------------------------------------------------------------------------------------------
     def _receive(self, timeout_s: float) -> None:
         messages = self.robot_link.poll(timeout_s)  # a down port waits out the timeout
         t = self._clock()
         for msg in messages:
-            self._handle(msg, t)
-
-    def _handle(self, msg: Message, t: float) -> None:
-        if isinstance(msg, StateMsg):
-            if self.inbox.put(msg, t):
-                self.modes.check_rate(msg)
-        elif isinstance(msg, EStopMsg):
-            self.counts["robot_estops"] += 1
-            if self.sm.state in ACTIVE_MODES:
-                self.safe_stop(f"robot e-stop (reason {msg.reason})", send_estop=False)
-        elif isinstance(msg, ErrorMsg):
-            self.robot_errors[msg.code] += 1
-        else:
-            self.counts[f"ignored_{type(msg).__name__}"] += 1
+            self.modes.on_message(msg, t)
 
     # Actions (used by ModeRules) -------------------------------------------------------------------------------
     def clock(self) -> float:
@@ -328,13 +281,12 @@ class Controller:
         """Hold now, e-stop the robot (repeated until acknowledged), abort the episode; SAFE_STOP until the robot
         answers again."""
         self.counts["safe_stops"] += 1
-        self._stopped_episode = self.episodes.current if self.sm.state is LoopState.RUN else None
-        self.send_command(self.hold)
+        self.recorder.note_stop(self.sm.state is LoopState.RUN)
+        self.outbox.command(self.hold)
         self.latch.engage(self.inbox.last_seq, self._clock(), self.intake.checker.offset_s, needs_ack=send_estop)
         if send_estop:
-            self._send(EStopMsg(self.robot_link.next_seq(), self._clock(), EStopReason.WATCHDOG))
-        if self.episodes.current is not None:
-            self.episodes.end(None, aborted=True)
+            self.outbox.estop()
+        self.episodes.abort()
         self.inbox.clear()
         self.intake.reset()  # after the stop, the robot is re-homed: the next accepted state is the new anchor
         logger.warning("safe stop at tick %d: %s", self.tick, reason)
@@ -342,64 +294,9 @@ class Controller:
         if not self.config.recover:
             self.finish(f"safe stop ({reason}); recover=False")
 
-    def send_estop(self) -> None:
-        """Repeat the e-stop in force (SAFE_STOP, until acknowledged)."""
-        self._send(EStopMsg(self.robot_link.next_seq(), self._clock(), EStopReason.WATCHDOG))
-        self.counts["estop_repeats"] += 1
-
-    def send_home(self) -> None:
-        """Send the current episode's HOME: the arm moves by itself until its HOMED state is accepted."""
-        t = self._clock()
-        self.homing.sent(self.tick, t)
-        self.intake.expect_home()
-        self._send(HomeMsg(self.robot_link.next_seq(), t, self.episodes.current.seed))  # type: ignore[union-attr]
-
-    def send_command(self, action: np.ndarray) -> float:
-        """Send one command and remember it (for the history and the barrier); returns the send time."""
-        command = np.array(action, dtype=np.float64)
-        seq = self.robot_link.next_seq()
-        t_sent = self._clock()
-        self._send(CommandMsg(seq, t_sent, command))
-        t_out = self._clock()
-        reports_line = self.intake.reports_line
-        self.line.sent(seq, command, reports_line, t_sent)
-        if not reports_line:  # the robot says nothing of what it applies: reckon from what was sent
-            self.intake.unreported.sent(command.tolist())
-        self.path.note_sent(command)
-        self._commanded = True
-        self.counts["commands"] += 1
-        return t_out
-
-    def heartbeat(self) -> None:
-        self._send(HeartbeatMsg(self.robot_link.next_seq(), self._clock()))
-
     def enter(self, state: LoopState, reason: str) -> None:
         self.sm.to(state, self.tick, reason)
         self.mode_since = self._clock()
-
-    def apply(
-        self,
-        result: FilterResult,
-        t_in: float | None,
-        msg: StateMsg | None,
-        flat: np.ndarray,
-        proposed: np.ndarray,
-        counts_as_step: bool,
-        policy_id: str = "",
-    ) -> TickRecord | None:
-        """Send the filter's command (or stop); ``policy_id``: the policy asked this tick ("" when none was)."""
-        self.interventions.add(result.reasons)
-        if result.stop:
-            self.safe_stop("watchdog: no fresh valid state within watchdog_stop_s")
-            return self.record(msg, flat, proposed, self.hold, result.reasons, float("nan"), True, policy_id)
-        t_out = self.send_command(result.action)
-        latency = float("nan")
-        if t_in is not None:
-            latency = t_out - t_in
-            self.stats.on_command(self.tick, t_in, t_out, restart=counts_as_step and self.episodes.steps == 0)
-        if counts_as_step:
-            self.episodes.step_taken()
-        return self.record(msg, flat, proposed, result.action, result.reasons, latency, False, policy_id)
 
     def record(
         self,
@@ -412,42 +309,23 @@ class Controller:
         stop: bool,
         policy_id: str = "",
     ) -> TickRecord:
-        """The tick's record (the tick log's row)."""
-        episode = self.episodes.current
-        in_episode = episode is not None and self.sm.state is LoopState.RUN
+        """The tick's record (the tick log's row, ``TickRecorder``); ``policy_id``: the policy asked ("": none)."""
         bounds = self.intake.bounds if msg is not None else None
-        if stop and not in_episode and self._stopped_episode is not None:
-            # the tick that stopped an episode belongs to it (the stop ended it just before this record): a reader
-            # of the log sees the episode was cut short, not a stray tick outside any episode
-            episode, in_episode, self._stopped_episode = self._stopped_episode, True, None
-        return TickRecord(
-            t_s=self._clock(),
-            tick=self.tick,
-            state=msg.state if msg is not None else EMPTY,
-            obs_flat=flat,
-            goal=episode.goal if in_episode else EMPTY,  # type: ignore[union-attr]
-            proposed=proposed,
-            sent=sent,
-            reasons=reasons,
-            latency_s=latency_s,
-            jitter_s=0.0,
-            episode_id=episode.index if in_episode else NO_EPISODE,  # type: ignore[union-attr]
-            state_seq=msg.seq if msg is not None else -1,
-            stop=stop,
-            policy_id=policy_id,
-            verdict=_verdict(msg, reasons),
-            bound_low=np.asarray(bounds[0] if bounds else EMPTY, dtype=np.float64),
-            bound_high=np.asarray(bounds[1] if bounds else EMPTY, dtype=np.float64),
+        in_run = self.sm.state is LoopState.RUN
+        return self.recorder.record(
+            self.tick, in_run, bounds, msg, flat, proposed, sent, reasons, latency_s, stop, policy_id
         )
 
-    def _send(self, msg: Message) -> None:
-        self.robot_link.send(msg)
 
-
-def _verdict(msg: StateMsg | None, reasons: tuple[str, ...]) -> str:
-    """The tick log's verdict on the tick's state: the rejection kind (``implausible_<kind>``, ``nan_state``,
-    ``malformed_*``) when one of the reasons names it, "accepted" otherwise; "" for a tick without a state."""
-    rejected = [r for r in reasons if r.startswith(REJECTION_PREFIXES) and r != IMPLAUSIBLE_STATE]
-    if rejected:
-        return rejected[-1]
-    return "accepted" if msg is not None else ""
+def _check_setup(contract: ObservationContract, spec: RobotSpec, goals: GoalSource, limits: SafetyLimits) -> None:
+    """Refuse goals and a contract that do not fit each other (ValueError); warn of a spec without a home pose."""
+    if goals.goal_dim != contract.goal_dim:
+        raise ValueError(f"goals are {goals.goal_dim}-D but the contract's goal is {contract.goal_dim}-D")
+    if contract.action_dim < limits.position_dims:
+        raise ValueError(f"the contract's {contract.action_dim}-D action has no {limits.position_dims}-D move")
+    if spec.home_position_m is None:
+        logger.warning(
+            "robot spec %s has no home pose: a glitched HOMED state cannot be told from the arm at home, and the "
+            "first command of each episode is planned from it; `robot-grpo calibrate` measures the home",
+            spec.robot_id,
+        )

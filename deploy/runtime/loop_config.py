@@ -16,7 +16,8 @@ class LoopConfig:
 
     :param period_s: control period (None: the contract's ``control_period_s``).
     :param max_episode_steps: policy commands per episode (control steps).
-    :param success_radius_m: an episode succeeds when its final gripper position is closer than this to the goal.
+    :param success_radius_m: an episode succeeds when its final achieved goal (the gripper's position, or the block's
+        in a push task) is closer than this to the goal (metres).
     :param hold_ticks: fresh states in a row, answered with the hold, before the first episode and after recovery.
     :param startup_timeout_s: raise if no valid state arrives this long after connecting.
     :param recover: after a safe stop, resume when the robot answers again (False: end the run).

@@ -110,6 +110,15 @@ class PolicyGuard:
         """Seconds the policy has failed without a clean answer in between (0 when it works)."""
         return 0.0 if self._failing_since is None else now - self._failing_since
 
+    def stalled_for(self, now: float) -> float:
+        """Seconds a failing policy's call has been running and still is (0 when no call is late): a tick with no
+        fresh state asks nothing, but a stall it already saw keeps counting (campaign seed 3001907: reply latency
+        held the states back and the stop came 104 ms after the stall began, not within 75 ms)."""
+        worker = self.worker
+        if worker is None or not worker.busy or worker.wait(0.0):
+            return 0.0
+        return self.failing_for(now)
+
     def close(self) -> None:
         """Stop the worker thread, if any."""
         if self.worker is not None:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 
+from deploy.runtime.axis_reckoning import AxisReckoning
 from deploy.runtime.state_check import CARRY_FRACTION, MIN_FOLLOW_M, MOTION_MARGIN_M, NOT_FOLLOWING, falls_short
 
 BESIDE_COMMANDS = "beside_commands"  # the reading lies outside where the commands since the reference can have taken it
@@ -87,6 +88,9 @@ class PositionBound:
         self.low: tuple[float, ...] | None = None  # metres, per axis; None before the first state
         self.high: tuple[float, ...] | None = None
         self.confirmed = False  # the newest state confirmed the motion since its reference
+        self._axes = [
+            AxisReckoning(a, dims, gain_max, noise_m, unknown_move_m, MIN_CONFIRM_M, STICTION_M) for a in range(dims)
+        ]
         self._new_reference([0.0] * dims, (0.0,) * dims, (0.0,) * dims, ())
 
     def reset(self) -> None:
@@ -104,6 +108,8 @@ class PositionBound:
         self.low, self.high = tuple(low), tuple(high)
         self.confirmed = False
         self._new_reference(position, low, high, ())
+        for axis in self._axes:
+            axis.anchor(position[axis.axis], low[axis.axis], high[axis.axis])
 
     def update(
         self,
@@ -131,6 +137,8 @@ class PositionBound:
             self.anchor(position, low, high)
             return ""
         self._reckon(applied_m)
+        for axis in self._axes:
+            axis.reckon(applied_m)
         coupling = COUPLING_SHARE * self._gain_max * self._farthest_m
         reckoned_low = [r + d - coupling for r, d in zip(self._ref_low, self._reach_low, strict=True)]
         reckoned_high = [r + d + coupling for r, d in zip(self._ref_high, self._reach_high, strict=True)]
@@ -149,12 +157,10 @@ class PositionBound:
         net_m = math.hypot(*self._net)
         along = sum(m * n for m, n in zip(measured, self._net, strict=True)) / net_m if net_m > 0 else 0.0
         self.confirmed = net_m >= MIN_CONFIRM_M and along >= CONFIRM_SHARE * net_m + self._noise_m
+        self._bound_axes(position, low, high, None if self.confirmed else (reckoned_low, reckoned_high), certain_m)
         if self.confirmed:
-            self.low, self.high = tuple(low), tuple(high)
             self._new_reference(position, low, high, motion_m)
             return ""
-        self.low = tuple(min(s, r) for s, r in zip(low, reckoned_low, strict=True))
-        self.high = tuple(max(s, r) for s, r in zip(high, reckoned_high, strict=True))
         if net_m >= MIN_FOLLOW_M:
             carried_against = max(0.0, -sum(c * n for c, n in zip(self._carried_m, self._net, strict=True)) / net_m)
             slack = CARRY_FRACTION * carried_against + self._settle_m + self._noise_m
@@ -165,6 +171,30 @@ class PositionBound:
             return MOTION_UNCONFIRMED
         self._settle_m += CARRY_FRACTION * math.hypot(*motion_m) if motion_m else 0.0
         return ""
+
+    def _bound_axes(
+        self,
+        position: list[float],
+        low: tuple[float, ...],
+        high: tuple[float, ...],
+        reckoned: tuple[list[float], list[float]] | None,
+        certain_m: list[list[float]] | None,
+    ) -> None:
+        """The bound, axis by axis: the state's own interval on an axis that confirms the motion on it (and takes
+        the reading as its new reference); elsewhere that interval together with the axis's reckoning and, while
+        the motion as a whole is unconfirmed, the whole motion's reckoning (``reckoned``)."""
+        new_low, new_high = list(low), list(high)
+        for axis in self._axes:
+            a = axis.axis
+            axis.add_certain(certain_m)
+            if axis.confirms(position[a]):
+                axis.anchor(position[a], low[a], high[a])
+                continue
+            lo, hi = axis.interval()
+            if reckoned is not None:
+                lo, hi = min(lo, reckoned[0][a]), max(hi, reckoned[1][a])
+            new_low[a], new_high[a] = min(low[a], lo), max(high[a], hi)
+        self.low, self.high = tuple(new_low), tuple(new_high)
 
     def _reckon(self, applied_m: list[tuple[int, list[float] | None]]) -> None:
         """Advance the partial sums by the commands possibly applied and widen their hull (at the gain bound)."""

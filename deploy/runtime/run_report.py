@@ -21,6 +21,7 @@ class EpisodeResult:
     final_distance_m: float
     steps: int
     aborted: bool
+    end_reason: str = ""  # why it ended before its last step ("": it did not, or a safe stop whose reason is logged)
 
 
 @dataclass

@@ -10,12 +10,16 @@ the action to send and the reasons it differs from the proposal. In order, first
 4. rate limit: each component moves at most ``max_action_rate`` from the previous action sent;
 5. workspace barrier on the Cartesian components (the first ``len(workspace_low)``): the arm moves
    ``g x action_scale_m x a`` metres for a command ``a``, with its actuator gain ``g`` anywhere in
-   ``(0, actuator_gain_max]`` (the robot spec's upper bound). Per face, the filter takes the worst case: for the
-   high face ``F = p_high + g_max x max(pending, 0)`` (where the gripper may end once the commands in flight are
-   applied; ``p_high`` is the upper end of where the gripper may be now), and the next command closes at most
-   ``barrier_fraction`` of the gap ``h = high - F``: ``g_max x action_scale_m x a <= barrier_fraction x h``.
-   The low face mirrors it. So the gripper approaches each face by at most ``barrier_fraction`` of the remaining
-   gap per step and stays inside the box for any gain up to the bound (motion in flight away from a face is not
+   ``(0, actuator_gain_max]`` (the robot spec's upper bound). The barrier plans with ``g_max = barrier_gain_margin
+   x actuator_gain_max``: a motor faster than its spec (campaign seed 1000237: 2x the calibrated gain drove the arm
+   1 cm past a face before ``exceeds_gain`` could tell) stays inside up to about that margin (with the barrier's
+   fraction, the campaign's 2x nominal). Per face, the filter takes the worst case: for the high face
+   ``F = p_high + g_max x max(pending, 0)`` (where the gripper may end once the commands in flight, and the newest
+   applied, which the arm may still lag, are applied; ``p_high`` is the upper end of where the gripper may be now),
+   and the next command closes at most ``barrier_fraction`` of the gap
+   ``h = high - F``: ``g_max x action_scale_m x a <= barrier_fraction x h``. The low face mirrors it. So the
+   gripper approaches each face by at most ``barrier_fraction`` of the remaining gap per step and stays inside the
+   box for any gain up to the bound (motion in flight away from a face is not
    counted on: with a small gain it may not happen). If ``F`` is already outside on an axis (noise, a push), motion
    further out on that axis is forbidden (reason ``outside_workspace``); the filter does not move the arm back.
    ``position_bounds_m`` (low, high) lets the caller say the true position is uncertain (an unconfirmed state,
@@ -105,6 +109,9 @@ class SafetyLimits:
     :param action_scale_m: metres of displacement per command unit per control step (the contract's).
     :param actuator_gain_max: upper bound of the arm's actuator gain (metres moved per metre commanded): the
         barrier plans with it, so any gain up to it keeps the arm inside (the robot spec's upper bound).
+    :param barrier_gain_margin: the barrier plans with ``barrier_gain_margin x actuator_gain_max`` (>= 1): a motor
+        faster than its calibrated bound by up to that factor still stays inside until the state checks catch it
+        (``exceeds_gain``); the robot spec's ``limits.barrier_gain_margin``.
     :param watchdog_hold_s: state older than this (seconds) -> hold.
     :param watchdog_stop_s: state older than this (seconds) -> hold and safe stop (e-stop).
     """
@@ -116,6 +123,7 @@ class SafetyLimits:
     barrier_fraction: float = 0.5
     action_scale_m: float = 0.05
     actuator_gain_max: float = 1.0
+    barrier_gain_margin: float = 1.0
     watchdog_hold_s: float = DEFAULT_WATCHDOG_HOLD_S
     watchdog_stop_s: float = DEFAULT_WATCHDOG_STOP_S
 
@@ -142,6 +150,8 @@ class SafetyLimits:
                 raise ValueError(f"{name} must be a finite number > 0, got {value}")
         if not 0.0 < self.barrier_fraction <= 1.0:
             raise ValueError(f"barrier_fraction must be in (0, 1], got {self.barrier_fraction}")
+        if not (math.isfinite(self.barrier_gain_margin) and self.barrier_gain_margin >= 1.0):
+            raise ValueError(f"barrier_gain_margin must be a finite number >= 1, got {self.barrier_gain_margin}")
         if self.watchdog_stop_s < self.watchdog_hold_s:
             raise ValueError(
                 f"watchdog_stop_s ({self.watchdog_stop_s} s) must be >= watchdog_hold_s ({self.watchdog_hold_s} s)"
@@ -190,6 +200,7 @@ class SafetyLimits:
             barrier_fraction=spec.barrier_fraction,
             action_scale_m=contract.action_scale_m,
             actuator_gain_max=spec.actuator_gain_max,
+            barrier_gain_margin=spec.barrier_gain_margin,
             watchdog_hold_s=spec.watchdog_hold_s if watchdog_hold_s is None else watchdog_hold_s,
             watchdog_stop_s=spec.watchdog_stop_s if watchdog_stop_s is None else watchdog_stop_s,
         )
@@ -311,7 +322,8 @@ def filter_action(
     out = limited
     barrier_hit = outside = False
     low, high = limits.workspace_low, limits.workspace_high
-    fraction, scale, gain = limits.barrier_fraction, limits.action_scale_m, limits.actuator_gain_max
+    fraction, scale = limits.barrier_fraction, limits.action_scale_m
+    gain = limits.actuator_gain_max * limits.barrier_gain_margin
     for axis in range(dims):
         lo, hi, out_here = barrier_interval(
             pos_low[axis], pos_high[axis], pending[axis], low[axis], high[axis], fraction, scale, gain

@@ -5,9 +5,9 @@ RUN command, and the publisher of this arm's position report (``deploy.cell.repo
 
 Reach. Where an arm can be from now on, if it sent no further command: its position bound (``StateIntake``: it holds
 the true gripper under the spec's gain range and noise) grown by the hull of the partial sums of its commands in
-flight at the spec's gain upper bound, widened per axis by ``COUPLING_SHARE`` of the farthest partial sum (as the
-position bound reckons). Each runtime sends its reach after every command (the command included), stamped on the
-host's monotonic clock.
+flight at the gain the safety filter plans with (the spec's upper bound x ``barrier_gain_margin``), widened per axis
+by ``COUPLING_SHARE`` of the farthest partial sum (as the position bound reckons). Each runtime sends its reach after
+every command (the command included), stamped on the host's monotonic clock.
 
 The partner. Its newest report, ``age`` seconds old, grown on every axis by ``step_m`` (what one of its commands can
 add to its reach) for each command it can have sent since: ``floor(age / period) + 1`` (one command per control
@@ -289,7 +289,8 @@ class SeparationBarrier:
         self._intake, self._line = intake, line
         dims = limits.position_dims
         self._dims = dims
-        self.move_per_unit_m = limits.action_scale_m * limits.actuator_gain_max
+        # at the gain the safety filter plans with (the spec's bound times its barrier_gain_margin: a faster motor)
+        self.move_per_unit_m = limits.action_scale_m * limits.actuator_gain_max * limits.barrier_gain_margin
         self.step_m = self.move_per_unit_m * limits.max_action * (1.0 + COUPLING_SHARE * math.sqrt(dims))
 
     @property

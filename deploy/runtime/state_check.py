@@ -70,19 +70,23 @@ from __future__ import annotations
 import math
 import operator
 from collections import deque
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
 from deploy.runtime.field_bounds import FieldBounds
-from deploy.wire import StateMsg, seq_distance, seq_newer
+from deploy.runtime.state_stamps import (
+    SEQ_BACKWARDS,
+    SEQ_GAP,
+    TIME_AHEAD,
+    TIME_BACKWARDS,
+    RestartChain,
+    Seen,
+    StampCheck,
+)
+from deploy.wire import StateMsg, seq_newer
 
 # Kinds of implausible state (the tick log records ``implausible_<kind>``).
-TIME_BACKWARDS = "time_backwards"
-TIME_AHEAD = "time_ahead"
-SEQ_GAP = "seq_gap"
-SEQ_BACKWARDS = "seq_backwards"
 OUTSIDE_ENVELOPE = "outside_envelope"
 TOO_FAST = "too_fast"
 UNEXPLAINED_MOTION = "unexplained_motion"
@@ -114,7 +118,6 @@ IMPLAUSIBLE_KINDS = (
     PENDING_ORDER,
     PENDING_NOT_FIFO,
 )
-RESTART_KINDS = frozenset({TIME_BACKWARDS, TIME_AHEAD, SEQ_GAP, SEQ_BACKWARDS})  # breaks a robot restart explains
 # values no robot can report, and a home pose no homing ends in: no re-anchoring on them
 NEVER_ANCHOR_KINDS = frozenset({OUTSIDE_ENVELOPE, FIELD_OUT_OF_RANGE, HOMED_OFF_HOME})
 
@@ -137,7 +140,6 @@ OFFSET_DRIFT_S_PER_S = 1e-3  # the clock offset may grow this fast: robot clocks
 DEFAULT_CLOCK_TOLERANCE_S = 0.05
 DEFAULT_SEQ_GAP_SLACK = 32  # messages still in flight when the anchor was taken, answered after it
 DEFAULT_RESYNC_STATES = 3
-MSGS_PER_STEP = 2  # messages a robot may number per control step or per message it answers (a state + an error)
 
 
 def net_move(expected: list[list[float]]) -> tuple[list[float], float, float]:
@@ -177,20 +179,6 @@ class Verdict(NamedTuple):
     motion_m: tuple[float, ...] = ()
 
 
-@dataclass
-class _Seen:
-    """A state as the checker remembers it."""
-
-    seq: int
-    t_robot: float
-    t_recv: float
-    position: list[float]  # metres
-    pending: tuple[int, ...]
-    motion: list[float]  # position change from the state before it (metres)
-    prompts: int  # messages the loop had sent when it checked this state
-    reach: float = 0.0  # metres the applied commands allowed (Euclidean, at the gain bound), without carry
-
-
 class StateChecker:
     """Checks each fresh, finite state against the spec and the commands in flight (see the module docstring).
 
@@ -218,10 +206,8 @@ class StateChecker:
         self.spec = spec
         self._pos = slice(*contract.position_slice)
         self._dims = contract.goal_dim
-        self.loop_period_s = float(loop_period_s)
-        self.resync_states = resync_states
-        self.clock_tolerance_s = min(clock_tolerance_s, spec.watchdog_hold_s / 2.0)
-        self.seq_gap_slack = seq_gap_slack
+        tolerance_s = min(clock_tolerance_s, spec.watchdog_hold_s / 2.0)
+        self.stamps = StampCheck(float(loop_period_s), spec.control_period_s, tolerance_s, seq_gap_slack)
         noise = [float(v) for v in spec.observation_noise_std_m]
         self._noise_check_m = [NOISE_SIGMAS * math.sqrt(2.0) * v for v in noise]  # two noisy positions a difference
         self._noise_bound_m = [BOUND_NOISE_SIGMAS * v for v in noise]
@@ -239,11 +225,10 @@ class StateChecker:
         self.follow_noise_m = max(self._noise_check_m)  # a projection of the difference of two noisy positions (m)
         self._speed_m_s = spec.plausible_speed_m_s
         self._still = [0.0] * self._dims  # the motion of a state with no anchor (never mutated)
-        self.anchor: _Seen | None = None
+        self.anchor: Seen | None = None
         self.offset_s = math.inf  # local minus robot time of the fastest accepted transit (seconds)
-        self._chain: list[_Seen] = []
-        self._window: deque[_Seen] = deque(maxlen=GAIN_WINDOW - 1)  # accepted states that moved, newest last
-        self._chain_kind = ""
+        self.chain = RestartChain(resync_states, self._consistent)
+        self._window: deque[Seen] = deque(maxlen=GAIN_WINDOW - 1)  # accepted states that moved, newest last
         self._home_expected = False
 
     # Lifecycle ---------------------------------------------------------------------------------------------
@@ -251,7 +236,7 @@ class StateChecker:
         """Forget everything (a reconnect, or a restart after a safe stop): the next state becomes the anchor."""
         self.anchor = None
         self.offset_s = math.inf
-        self._chain.clear()
+        self.chain.clear()
         self._window.clear()
         self._home_expected = False
 
@@ -290,7 +275,7 @@ class StateChecker:
         """
         values = msg.state.tolist()
         position = values[self._pos]
-        seen = _Seen(msg.seq, msg.t_s, t_recv, position, msg.pending, self._still, prompts)
+        seen = Seen(msg.seq, msg.t_s, t_recv, position, msg.pending, self._still, prompts)
         if self._outside_envelope(position):
             return self._reject(seen, OUTSIDE_ENVELOPE)
         if self._fields.violated(values):
@@ -302,11 +287,11 @@ class StateChecker:
         anchor = self.anchor
         if anchor is None:
             return self._accept(seen, None)
-        kind = self._clock_kind(seen, anchor)
+        kind = self.stamps.kind(seen, anchor, self.offset_s)
         corrected = False
-        if kind == TIME_AHEAD and self._offset_overestimated(seen):
-            self.offset_s = min(s.t_recv - s.t_robot for s in (*self._chain, seen))
-            kind, corrected = self._clock_kind(seen, anchor), True
+        if kind == TIME_AHEAD and self.chain.only_ahead(seen):
+            self.offset_s = self.chain.fastest_transit_s(seen)
+            kind, corrected = self.stamps.kind(seen, anchor, self.offset_s), True
         if kind:
             return self._reject(seen, kind)
         if self._home_expected or (homed and self._home is not None):
@@ -317,7 +302,7 @@ class StateChecker:
             self._window.clear()
             return self._accept(seen, None, corrected)
         motion = [p - a for p, a in zip(position, anchor.position, strict=True)]
-        if self._too_fast(motion, self._elapsed_s(seen, anchor)):
+        if self._too_fast(motion, self.stamps.elapsed_s(seen, anchor)):
             return self._reject(seen, TOO_FAST)
         seen.reach = applied_units * self._step_m_per_unit
         reach = seen.reach + CARRY_FRACTION * math.hypot(*anchor.motion)
@@ -341,7 +326,7 @@ class StateChecker:
         limit = self._speed_m_s * elapsed_s + SPEED_MARGIN_M
         return any(abs(m) - n > limit for m, n in zip(motion, self._noise_check_m, strict=True))
 
-    def _not_following(self, motion: list[float], moves: list[list[float]], anchor: _Seen) -> bool:
+    def _not_following(self, motion: list[float], moves: list[list[float]], anchor: Seen) -> bool:
         """The arm moved less along the commands certainly applied (``moves``, command units) than
         ``FOLLOW_FRACTION`` of what they move it at the spec's nominal gain, allowing for the previous step's motion
         carried against them (``CARRY_FRACTION`` of it), for commands that reverse one another (``REVERSAL_SLACK`` of
@@ -358,31 +343,7 @@ class StateChecker:
         carried_against = max(0.0, -sum(m * e for m, e in zip(anchor.motion, net, strict=True)) / length)
         return falls_short(motion, net, length, path, CARRY_FRACTION * carried_against + self.follow_noise_m)
 
-    def _clock_kind(self, seen: _Seen, anchor: _Seen) -> str:
-        """The time/sequence fault of ``seen`` relative to ``anchor`` ("" if none)."""
-        if not seq_newer(seen.seq, anchor.seq):
-            return SEQ_BACKWARDS
-        if not seen.t_robot > anchor.t_robot:
-            return TIME_BACKWARDS
-        if seen.t_robot + self.offset_s > seen.t_recv + self.clock_tolerance_s:
-            return TIME_AHEAD
-        if self._seq_gap(anchor, seen):
-            return SEQ_GAP
-        return ""
-
-    def _seq_gap(self, older: _Seen, newer: _Seen) -> bool:
-        """More messages numbered between two states than the elapsed time and the loop's messages explain."""
-        elapsed = max(newer.t_robot - older.t_robot, newer.t_recv - older.t_recv)
-        steps = math.ceil(elapsed / self.loop_period_s) + max(0, newer.prompts - older.prompts)
-        return seq_distance(newer.seq, older.seq) > self.seq_gap_slack + MSGS_PER_STEP * steps
-
-    def _elapsed_s(self, seen: _Seen, anchor: _Seen) -> float:
-        """An upper bound of the physical time between two states: robot clock, or one control period per message
-        (a lock-step robot steps a whole period per command, whatever its clock says)."""
-        messages = seq_distance(seen.seq, anchor.seq)
-        return max(seen.t_robot - anchor.t_robot, messages * self.spec.control_period_s)
-
-    def _exceeds_gain(self, seen: _Seen) -> bool:
+    def _exceeds_gain(self, seen: Seen) -> bool:
         """Over the window ending with ``seen``: the length of the summed motion beyond the summed reach of the
         commands at the gain bound, plus the first step's carry and one margin (a robot faster than its spec). A
         window whose commands reach less than ``MIN_FOLLOW_M`` judges no gain: an arm held still near the edge of
@@ -398,7 +359,7 @@ class StateChecker:
         reach = commanded + CARRY_FRACTION * math.hypot(*window[0].motion)
         return moved > reach + self._motion_margin_m
 
-    def _accept(self, seen: _Seen, reach: float | None, clock_corrected: bool = False) -> Verdict:
+    def _accept(self, seen: Seen, reach: float | None, clock_corrected: bool = False) -> Verdict:
         """Make ``seen`` the anchor; its bounds: the position, widened toward where the previous anchor plus
         ``reach`` metres (None: no previous anchor) could have taken the arm, and by the noise."""
         transit = seen.t_recv - seen.t_robot
@@ -409,7 +370,7 @@ class StateChecker:
             creep = OFFSET_DRIFT_S_PER_S * max(0.0, seen.t_recv - previous_anchor.t_recv)
             self.offset_s = min(self.offset_s + creep, transit)
         self.anchor = seen
-        self._chain.clear()
+        self.chain.clear()
         moved = previous_anchor is not None and reach is not None
         previous = previous_anchor.position if moved else seen.position  # type: ignore[union-attr]
         widen = reach or 0.0
@@ -418,46 +379,28 @@ class StateChecker:
         high = tuple([max(p, a + widen) + n for p, a, n in sides])
         return Verdict(True, "", False, low, high, clock_corrected, tuple(seen.motion) if moved else ())
 
-    def _reject(self, seen: _Seen, kind: str) -> Verdict:
+    def _reject(self, seen: Seen, kind: str) -> Verdict:
         """Reject ``seen``; re-anchor when it completes a consistent chain that a restart explains."""
-        chain = self._chain
-        if chain and not self._consistent(chain[-1], seen):
-            chain.clear()
-        if not chain:
-            self._chain_kind = kind
-        chain.append(seen)
-        restart = len(chain) >= self.resync_states and self._chain_kind in RESTART_KINDS
-        if kind in NEVER_ANCHOR_KINDS:
-            restart = False
-        if not restart:
+        restart = self.chain.add(seen, kind)
+        if kind in NEVER_ANCHOR_KINDS or not restart:
             return Verdict(False, kind)
-        self.offset_s = min(s.t_recv - s.t_robot for s in chain)
-        self._chain = []
+        self.offset_s = self.chain.fastest_transit_s()
+        self.chain.clear()
         self._home_expected = False  # a HOME sent before the restart is void: the rebooted robot's motion is checked
         self.anchor = seen  # its motion is zero: nothing is carried across a restart
         low = tuple(p - n for p, n in zip(seen.position, self._noise_bound_m, strict=True))
         high = tuple(p + n for p, n in zip(seen.position, self._noise_bound_m, strict=True))
         return Verdict(False, kind, True, low, high)
 
-    def _offset_overestimated(self, seen: _Seen) -> bool:
-        """``seen`` completes a chain of states that are all only "ahead" and consistent with each other."""
-        chain = self._chain
-        return (
-            self._chain_kind == TIME_AHEAD
-            and len(chain) + 1 >= self.resync_states
-            and bool(chain)
-            and self._consistent(chain[-1], seen)
-        )
-
-    def _consistent(self, older: _Seen, newer: _Seen) -> bool:
+    def _consistent(self, older: Seen, newer: Seen) -> bool:
         """Two rejected states that could come from one running robot: newer sequence and clock, a plausible gap,
         a plausible speed, both inside the envelope."""
         if not (seq_newer(newer.seq, older.seq) and newer.t_robot > older.t_robot):
             return False
         if self._outside_envelope(newer.position) or self._outside_envelope(older.position):
             return False
-        if self._seq_gap(older, newer):
+        if self.stamps.seq_gap(older, newer):
             return False
-        elapsed = self._elapsed_s(newer, older)
+        elapsed = self.stamps.elapsed_s(newer, older)
         motion = [n - o for n, o in zip(newer.position, older.position, strict=True)]
         return not self._too_fast(motion, elapsed)

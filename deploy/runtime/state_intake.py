@@ -7,7 +7,9 @@ line, ``UnreportedFollowing`` reckons whether the arm follows the commands sent.
 and refreshes the watchdog (``last_valid_t``). A rejected one (or a non-finite or malformed one) is held and counted,
 never planned with; ``reject`` says when it calls for a safe stop: ``max_implausible_states`` in a row,
 ``max_rejected_in_window`` of the last ``rejection_window_states``, no valid state for ``watchdog_stop_s``, or at once
-when the arm did not follow the commands it applied (``not_following``).
+when the arm did not follow the commands it applied (``not_following``). A task with a block: ``block_check.BlockCheck``
+judges the block's position once the gripper's is accepted (``block_jump``, ``block_moved_alone``) and says when the
+block left the table (``episode_end_reason``).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from collections import Counter
 
 from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
+from deploy.runtime.block_check import BLOCK_OFF_TABLE, BlockCheck
 from deploy.runtime.command_line import CommandLine
 from deploy.runtime.loop_config import LoopConfig
-from deploy.runtime.position_bound import DEFAULT_MAX_UNCONFIRMED_M, MOTION_UNCONFIRMED, PositionBound
+from deploy.runtime.position_bound import DEFAULT_MAX_UNCONFIRMED_M, MIN_CONFIRM_M, MOTION_UNCONFIRMED, PositionBound
 from deploy.runtime.rejection_window import RejectionWindow
 from deploy.runtime.state_check import (
     HOMED_OFF_HOME,
@@ -41,6 +44,11 @@ REJECTED_TOO_OFTEN = "rejected_too_often"  # count: safe stops for max_rejected_
 OFF_HOME_REASON = f"implausible_{HOMED_OFF_HOME}"
 NOT_FOLLOWING_REASON = f"implausible_{NOT_FOLLOWING}"
 UNCONFIRMED_REASON = f"implausible_{MOTION_UNCONFIRMED}"
+HOME_NOT_REACHED = "home_not_reached"  # a HOMED state off the home after motion no state confirmed
+HOME_NOT_REACHED_REASON = f"implausible_{HOME_NOT_REACHED}"
+# metres of unconfirmed reckoning at a HOME above which a HOMED answer off the home means the arm cannot move: twice
+# what a state could have confirmed (an honest episode's last commands in flight span less)
+HOME_DOUBT_M = 2 * MIN_CONFIRM_M
 UNCONFIRMABLE_EXTRA_STEPS = 2  # beyond the delay: the newest command sent, and a step of alignment
 NO_DELAY_LINE = "no_delay_line"  # count (once): the robot reports no delay line (following: unreported_following)
 STOP_AT_ONCE = {
@@ -52,6 +60,11 @@ STOP_AT_ONCE = {
     UNCONFIRMED_REASON: (
         "no state confirmed the arm's motion while the commands could have moved it {span:.3f} m (implausible_"
         "motion_unconfirmed): the position sensor may be frozen or the motors stalled; check the arm before resuming"
+    ),
+    HOME_NOT_REACHED_REASON: (
+        "the robot answered HOMED away from the home after commands that could have moved it {doubt:.3f} m went "
+        "unconfirmed (implausible_home_not_reached): the motors may be stalled or the position sensor frozen; check "
+        "the arm before resuming"
     ),
 }
 
@@ -96,6 +109,10 @@ class StateIntake:
         self.line = line
         self.counts = counts
         self._pos = slice(*contract.position_slice)
+        tracker = spec.block_tracker
+        self.block = (
+            BlockCheck(tracker, contract, period_s, spec.max_step_m) if contract.has_block and tracker else None
+        )
         self._max_in_a_row = config.max_implausible_states
         self._window = RejectionWindow(config.rejection_window_states, config.max_rejected_in_window)
         self._window_text = (
@@ -107,6 +124,7 @@ class StateIntake:
         self.last_valid_t = -math.inf  # local time the newest accepted state was made (estimated, seconds)
         self.in_a_row = 0  # rejected states in a row
         self.to_note: tuple[float, StateMsg, Verdict] | None = None  # accepted: its bookkeeping after the answer
+        self.home_doubt_m = 0.0  # the unconfirmed reckoning when the awaited HOME went out (metres, widest axis)
 
     @property
     def bounds(self) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
@@ -124,6 +142,7 @@ class StateIntake:
         self.restart_checks()
         self.anchor = None
         self.in_a_row = 0
+        self.home_doubt_m = 0.0
         self._window.reset()
 
     def restart_checks(self) -> None:
@@ -131,15 +150,29 @@ class StateIntake:
         self.checker.reset()
         self.unreported.reset()
         self.bound.reset()
+        if self.block is not None:
+            self.block.reset()
 
     def expect_home(self) -> None:
-        """A HOME was sent: the arm moves by itself until its HOMED state is accepted."""
+        """A HOME was sent: the arm moves by itself until its HOMED state is accepted. The motion no state confirmed
+        before it is kept until then (states while homing are new references): a HOMED answer off the home after it
+        shows an arm that cannot move."""
+        if self.bound.low is not None:
+            self.home_doubt_m = max(self.home_doubt_m, self.bound.span_m)
         self.checker.expect_home()
         self.unreported.reset()
+        if self.block is not None:
+            self.block.reset()  # the block is placed anew with the arm's home
 
     def new_episode(self) -> None:
         """The robot homed by itself or restarted: what it applied before is gone."""
         self.unreported.reset()
+        if self.block is not None:
+            self.block.reset()
+
+    def episode_end_reason(self) -> str:
+        """Why the episode under way must end now ("" for no reason): the block fell off the table."""
+        return BLOCK_OFF_TABLE if self.block is not None and self.block.off_table else ""
 
     # The check --------------------------------------------------------------------------------------------------
     def check(self, msg: StateMsg, t_in: float, prompts: int) -> Verdict:
@@ -160,14 +193,22 @@ class StateIntake:
         for_sure = line.applied_for_sure(old_pending, msg.pending)
         home_expected = self.checker.home_expected  # before the check: a HOMED state accepted ends it
         verdict = self.checker.check(msg, t_in, applied, homed, prompts, for_sure)
+        if verdict.kind == HOMED_OFF_HOME and self.home_doubt_m >= HOME_DOUBT_M:
+            return self._rejected(Verdict(False, HOME_NOT_REACHED))
+        if verdict.accepted and homed:
+            self.home_doubt_m = 0.0
         if verdict.accepted and (kind := self._follows(msg, homed or home_expected)):
             # the checker took it as its anchor; the immediate safe stop resets every check
             return self._rejected(Verdict(False, kind))
+        if verdict.accepted and (kind := self._judge_block(msg, homed or home_expected)):
+            return self._rejected(Verdict(False, kind))  # like _follows: the checker took it as its anchor
         if verdict.accepted and (kind := self._fold_into_bound(msg, verdict, old_pending, for_sure)):
             return self._rejected(Verdict(False, kind))
         if verdict.restart:
             self._new_reference(msg, verdict)
         if verdict.accepted or verdict.restart:
+            if self.block is not None:
+                self.block.accept(msg.state.tolist())
             self.anchor = msg
             self._anchor_sent_seq = line.last_sent_seq
             self.last_valid_t = self.checker.robot_time_local(msg.t_s)
@@ -185,6 +226,12 @@ class StateIntake:
         elif self.unreported.not_following(msg.state[self._pos].tolist()):
             return NOT_FOLLOWING
         return ""
+
+    def _judge_block(self, msg: StateMsg, homing: bool) -> str:
+        """The block check of an accepted state: "" or its rejection kind (a HOMED state places the block anew)."""
+        if self.block is None or homing:
+            return ""
+        return self.block.judge(msg.state.tolist())
 
     def _fold_into_bound(
         self, msg: StateMsg, verdict: Verdict, old_pending: tuple[int, ...], for_sure: list[list[float]] | None
@@ -214,6 +261,8 @@ class StateIntake:
 
     def _rejected(self, verdict: Verdict) -> Verdict:
         self.counts[f"implausible_{verdict.kind}"] += 1
+        if self.block is not None:
+            self.block.rejected()
         return verdict
 
     def _warn_no_line(self) -> None:
@@ -245,7 +294,7 @@ class StateIntake:
                 f"{stale_s:.3f} s (last: {reason})"
             )
         if reason in STOP_AT_ONCE:  # stop now: the e-stop also drops the commands still in the robot's line
-            return STOP_AT_ONCE[reason].format(span=self.bound.span_m)
+            return STOP_AT_ONCE[reason].format(span=self.bound.span_m, doubt=self.home_doubt_m)
         if too_often:
             self.counts[REJECTED_TOO_OFTEN] += 1
             return (

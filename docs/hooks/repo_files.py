@@ -22,6 +22,7 @@ from mkdocs.structure.files import File, Files, InclusionLevel
 
 HOME_PAGE = "index.md"  # where README.md lands on the site
 RESULTS_GLOB = "benchmarks/results/*.md"
+RESULTS_README = "README.md"  # benchmarks/results/README.md: one line per benchmark, listed first
 RESULTS_INDEX = "benchmarks/all-results.md"  # a generated page listing every result table (in the nav)
 REPO_PREFIX = "repo"  # site folder of the repository files below
 # Repository files the pages may link to (globs relative to the repository root).
@@ -83,13 +84,17 @@ def rewrite_links(markdown: str, page_repo_path: str, page_uri: str, docs_dir: s
 
 def results_index(root: Path) -> str:
     """The markdown of the page that lists every benchmark table (its title, and its figure when it has one)."""
+    index_link = f"../{REPO_PREFIX}/benchmarks/results/{RESULTS_README}"
     lines = [
         "# All result tables",
         "",
         "Every table in `benchmarks/results/`, as the benchmarks wrote it (each names the command that reproduces it).",
+        f"[The index]({index_link}) says in one line each what a benchmark measures, its headline and its command.",
         "",
     ]
     for path in sorted(root.glob(RESULTS_GLOB)):
+        if path.name == RESULTS_README:
+            continue
         first = path.read_text(encoding="utf-8").splitlines()[:1]
         title = first[0].lstrip("# ").strip() if first and first[0].startswith("#") else path.stem
         figure = path.with_suffix(".png")

@@ -16,10 +16,15 @@
 - ``unconfirmed_motion_not_stopped``: while the position sensor was frozen or the motors stalled, the loop sent
   commands whose net motion over ``MOTION_WINDOW_S`` (robot seconds, since the last HOME) reaches
   ``UNCONFIRMED_MOTION_M`` at the spec's nominal gain, and no e-stop reached the robot within ``DETECT_S`` (robot
-  seconds) of that: motion that stays unconfirmed must end in a safe stop (issue 31: a stalled motor detected
-  within 1 s);
-- ``late_policy_stop``: a policy call stalled past ``policy_fault_stop_s`` and the robot heard no e-stop within
-  ``policy_fault_stop_s`` plus the slack of the call's start (the tick must not wait on a late policy).
+  seconds) of that, while the fault lasted and the loop went on commanding motion: motion that *stays* unconfirmed
+  must end in a safe stop (issue 31: a stalled motor detected within 1 s). A sensor that comes back within that time
+  lets the motion be confirmed, and a HOME followed by holds ends it (the arm goes to a known place). The robot's own
+  e-stop (``robot_estop``) in force in that time is such a stop: it drops the commands in flight and holds the arm
+  just as the loop's does, and the loop sends no e-stop over it;
+- ``late_policy_stop``: a policy call stalled past ``policy_fault_stop_s`` and the loop neither decided a safe
+  stop, nor left RUN (where it asks the policy), nor did the robot hear an e-stop within ``policy_fault_stop_s``
+  plus the slack of the call's start (the tick must not wait on a late policy; a link that cuts or holds back
+  frames may delay the e-stop's arrival).
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from deploy.robot_spec import RobotSpec
-from deploy.runtime.loop_modes import ESTOP_NOT_ACKNOWLEDGED  # the count the loop keeps when it ends for that reason
+from deploy.runtime.loop_safe_stop import (
+    ESTOP_NOT_ACKNOWLEDGED,  # the count the loop keeps when it ends for that reason
+)
 from deploy.runtime.run_report import RunReport
 from deploy.runtime.state_machine import LoopState
 from deploy.wire import CommandMsg, EStopMsg, HomeMsg, Message
@@ -54,6 +61,7 @@ ABORT_SOURCES = (LoopState.HOMING, LoopState.RUN)
 ABORT_TARGETS = (LoopState.SAFE_STOP, LoopState.HOLD, LoopState.DONE)
 ACTION_TOLERANCE = 1e-6  # command units (float64 on the wire)
 NO_MOTION_KINDS = ("sensor_freeze", "motor_stall")  # faults under which no commanded motion can be confirmed
+ROBOT_STOP_KINDS = ("robot_estop",)  # faults that stop the arm on the robot's side (its own e-stop)
 UNCONFIRMED_MOTION_M = 0.05  # net commanded motion (metres, nominal gain) that must not go unconfirmed...
 MOTION_WINDOW_S = 1.0  # ... within this many robot seconds ...
 DETECT_S = 1.0  # ... without an e-stop within this many robot seconds after it reached that
@@ -72,6 +80,8 @@ class RunEvidence:
     :param hook_ticks: the ticks the loop recorded (``on_tick`` with a record), in order.
     :param logged_ticks: the ticks read back from the tick log, in order.
     :param stalls: (start, seconds) of each policy stall.
+    :param stop_times: when the loop decided each safe stop (``time.monotonic``: the tick that set ``stop``).
+    :param idle_times: when the loop ticked outside RUN (``time.monotonic``): it asks no policy there, the robot holds.
     :param fault_kinds: the kinds of the run's faults.
     :param within_spec: every fault is one the spec allows.
     :param fault_windows: (kind, start, duration) of each robot fault, in robot ticks (``received``'s indices: the
@@ -87,6 +97,8 @@ class RunEvidence:
     hook_ticks: list[int]
     logged_ticks: list[int]
     stalls: list[tuple[float, float]] = field(default_factory=list)
+    stop_times: list[float] = field(default_factory=list)
+    idle_times: list[float] = field(default_factory=list)
     fault_kinds: list[str] = field(default_factory=list)
     within_spec: bool = False
     fault_windows: list[tuple[str, int, int]] = field(default_factory=list)
@@ -157,7 +169,10 @@ def _check_unconfirmed_motion(ev: RunEvidence, spec: RobotSpec) -> list[tuple[st
             j = max(start, k - window, *(h + 1 for h in homes if h < k))
             if np.linalg.norm(travelled[k] - travelled[j]) < UNCONFIRMED_MOTION_M:
                 continue
-            if not any(start <= i <= k + detect for i in estops):
+            robot_stopped = any(
+                s <= k + detect and s + d >= start for name, s, d in ev.fault_windows if name in ROBOT_STOP_KINDS
+            )
+            if not robot_stopped and not _motion_stopped(moves, (start, k, start + duration), detect, estops, homes):
                 return [
                     (
                         "unconfirmed_motion_not_stopped",
@@ -167,6 +182,21 @@ def _check_unconfirmed_motion(ev: RunEvidence, spec: RobotSpec) -> list[tuple[st
                 ]
             break
     return []
+
+
+def _motion_stopped(
+    moves: np.ndarray, ticks: tuple[int, int, int], detect: int, estops: list[int], homes: list[int]
+) -> bool:
+    """Whether the unconfirmed motion of a fault from robot tick ``start`` to ``end`` (``ticks``: start, k, end)
+    that reached ``UNCONFIRMED_MOTION_M`` at tick ``k`` ended within
+    ``detect`` ticks: an e-stop reached the robot; or the fault ended first (the sensor or motors came back, so the
+    motion could be confirmed again; where the arm went meanwhile is ``outside_box``'s to judge); or the loop sent
+    HOME (the arm goes where its place is known) and commanded no motion while the fault lasted."""
+    start, k, end = ticks
+    if any(start <= i <= k + detect for i in estops) or end <= k + detect:
+        return True
+    homed = [h for h in homes if k - 1 <= h <= k + detect]
+    return bool(homed) and not np.any(moves[homed[0] + 1 : end])
 
 
 def _check_end(report: RunReport, ev: RunEvidence) -> list[tuple[str, str]]:
@@ -205,7 +235,11 @@ def _check_commands(received: Sequence[tuple[float, Message, bool]], spec: Robot
 
 def _check_stalls(ev: RunEvidence, period_s: float, stop_s: float) -> list[tuple[str, str]]:
     slack_s = max(STALL_SLACK_PERIODS * period_s, STALL_SLACK_MIN_S)
-    estops = [t for t, msg, _ in ev.received if isinstance(msg, EStopMsg)]
+    # the robot's receipt of an e-stop, the loop's decision to stop, or a tick outside RUN (a robot restart put the
+    # loop in HOLD, seed 3000477: no policy is asked, the robot holds): a link that cuts or holds back frames delays
+    # the e-stop's arrival (seeds 3000577, 3001907), but the tick did not wait on the policy
+    received = [t for t, msg, _ in ev.received if isinstance(msg, EStopMsg)]
+    estops = sorted(received + ev.stop_times + ev.idle_times)
     out = []
     for start, seconds in ev.stalls:
         if seconds <= stop_s + slack_s:

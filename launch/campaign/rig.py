@@ -50,9 +50,11 @@ class CampaignRig:
     """The robot and policies of one worker.
 
     :param settings: the campaign's settings.
+    :param mode: the simulated robot's mode: ``"lockstep"`` (the campaign's: a run replays the same) or
+        ``"realtime"`` (it steps on its own clock, so states are made while messages are in flight).
     """
 
-    def __init__(self, settings: CampaignSettings) -> None:
+    def __init__(self, settings: CampaignSettings, mode: str = "lockstep") -> None:
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.CRITICAL)
         self.settings = settings
@@ -62,7 +64,7 @@ class CampaignRig:
         self.contract = package.contract
         self.shipped = package.make_backend("ort-cpu", "fp32")
         self.robot = SimRobot(
-            mode="lockstep",
+            mode=mode,
             delay=self.spec.delay_steps,
             obs_noise_std_m=0.0,
             spec=settings.base_spec(),
@@ -97,7 +99,10 @@ class CampaignRig:
 
     def run(self, seed: int) -> dict[str, Any]:
         """Run sample ``seed`` and check it; returns its outcome (JSON-friendly)."""
-        sample = self.sample(seed)
+        return self.run_sample(self.sample(seed))
+
+    def run_sample(self, sample: Sample) -> dict[str, Any]:
+        """Run ``sample`` (drawn, or made by a test for one fault) and check it; returns its outcome."""
         t0 = time.perf_counter()
         self.robot.halt()
         self.robot.rewind(sample.goal_seeds[0], SimFaults(schedule=FaultSchedule(sample.robot_faults)))
@@ -106,10 +111,16 @@ class CampaignRig:
         self._runs += 1
         log_path = Path(self._logdir.name) / f"run{self._runs}.mcap"
         hook_ticks: list[int] = []
+        stop_times: list[float] = []
+        idle_times: list[float] = []
 
         def on_tick(controller: Controller, record: TickRecord | None) -> None:
             if record is not None:
                 hook_ticks.append(record.tick)
+                if record.stop:
+                    stop_times.append(record.t_s)
+                if controller.sm.state is not LoopState.RUN:
+                    idle_times.append(record.t_s)
 
         writer = TickLogWriter(log_path, fsync_interval_s=None)
         goals = GoalSource(sample.goals, sample.goal_seeds)
@@ -137,6 +148,8 @@ class CampaignRig:
             hook_ticks=hook_ticks,
             logged_ticks=read_logged_ticks(log_path),
             stalls=policy.stalls,
+            stop_times=stop_times,
+            idle_times=idle_times,
             fault_kinds=sample.fault_kinds(),
             within_spec=sample.within_spec,
             fault_windows=[(i.fault.kind, i.start, i.duration) for i in sample.robot_faults],

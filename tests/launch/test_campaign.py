@@ -128,6 +128,23 @@ def test_motion_unconfirmed_under_a_frozen_sensor_or_stalled_motors_must_end_in_
     assert _check(_evidence(received=pushes, fault_windows=[("sensor_freeze", 20, 10)])) == []  # after the pushes
     homed = [(0.0, push, True), (0.0, HomeMsg(3, 0.0, 0), True)]  # 3.3 cm, then the arm starts over
     assert _check(_evidence(received=homed * 10, fault_windows=stall)) == []
+    # a sensor that came back within the second (seeds 1000154, 1000709: a 4-tick freeze) lets the motion confirm
+    assert _check(_evidence(received=pushes + [(0.0, hold, True)] * 30, fault_windows=[("sensor_freeze", 0, 12)])) == []
+    # HOME at the 5 cm point and holds while the sensor stays frozen (seed 1001794: the episode ended): nothing moves
+    home = [(0.0, HomeMsg(3, 0.0, 0), True)]
+    held = pushes + home + [(0.0, hold, True)] * 30
+    assert _check(_evidence(received=held, fault_windows=[("sensor_freeze", 0, 40)])) == []
+    moving = pushes + home + [(0.0, hold, True)] * 5 + pushes * 3  # the loop commands motion again: not stopped
+    assert _names(_check(_evidence(received=moving, fault_windows=[("sensor_freeze", 0, 60)]))) == [
+        "unconfirmed_motion_not_stopped"
+    ]
+    # the robot's own e-stop in force within 1 s stops the arm as the loop's would (seed 310182)
+    own_stop = [*stall, ("robot_estop", 12, 28)]
+    assert _check(_evidence(received=pushes + [(0.0, hold, True)] * 40, fault_windows=own_stop)) == []
+    too_late = [*stall, ("robot_estop", 40, 5)]  # 5 cm by tick 2: 1 s later is tick 27
+    assert _names(_check(_evidence(received=pushes + [(0.0, hold, True)] * 40, fault_windows=too_late))) == [
+        "unconfirmed_motion_not_stopped"
+    ]
 
 
 def test_faulty_policy_applies_each_fault_in_its_window_of_calls():
@@ -199,14 +216,7 @@ def test_a_run_past_its_timeout_is_a_hang_and_the_campaign_goes_on():
 
 # Samples of the CI campaign that still break an invariant after issue 31's fixes: known gaps, each named. The test
 # fails on any other failing sample (a new gap or a regression) and on a known one that no longer fails (drop it).
-KNOWN_GAPS = {
-    310091: "sensor scale 0.58 with a clock jump: a scaled reading consistent with lag is confirmed, 55 mm out",
-    310111: "motor gain x1.89 (past the spec's bound) with a sensor offset: 6.9 mm out",
-    310170: "a 4.8 cm sensor offset in z under latency: 2.5 mm out",
-    310299: "estop_not_acknowledged under 28 periods of reply latency with a stalled motor and byte corruption",
-    310103: "stalled motors after a HOMED state no HOME asked for: the stop comes later than 1 s",
-    310182: "a frozen sensor interleaved with the robot's own e-stop and NaN states: the stop comes later than 1 s",
-}
+KNOWN_GAPS: dict[int, str] = {}
 
 
 @pytest.mark.slow

@@ -107,7 +107,25 @@ def test_sync_never_moves_acked_seq_to_a_command_never_sent() -> None:
     assert line.acked_seq == 11
     assert counts["unknown_pending"] == 1
     assert len(line.in_flight()) == 3  # the two reported (11 and a hold) and command 12, sent and not yet reported
-    assert line.displacement_m(3)[0] == pytest.approx(2.0 * CONTRACT.action_scale_m)
+    # in flight: 11 and 12 (the hold moves nothing); and 10, applied last, which the arm may still lag
+    assert line.displacement_m(3)[0] == pytest.approx(3.0 * CONTRACT.action_scale_m)
+
+
+def test_the_barrier_counts_the_newest_applied_command_as_still_to_come() -> None:
+    """The simulated Fetch's y axis moves a command's worth a step after the robot reports it applied (campaign seeds
+    1000042, 1001875: the arm ended 2-7 mm past a face the barrier planned to stop at): the displacement still to come
+    includes the newest command that left the line, and a new episode forgets it."""
+    line = CommandLine(CONTRACT, delay_steps=2, counts=Counter())
+    for seq, x in ((1, 0.2), (2, 0.4), (3, 0.8)):
+        line.sent(seq, np.array([x, 0.0, 0.0, 0.0]), robot_reports_line=True)
+    line.sync((1, 2))
+    assert line.displacement_m(3)[0] == pytest.approx((0.2 + 0.4 + 0.8) * CONTRACT.action_scale_m)
+    line.sync((2, 3))  # 1 applied: the arm may still owe it
+    assert line.displacement_m(3)[0] == pytest.approx((0.2 + 0.4 + 0.8) * CONTRACT.action_scale_m)
+    line.sync((3, 0))  # 2 applied and owed; 1 is done
+    assert line.displacement_m(3)[0] == pytest.approx((0.4 + 0.8) * CONTRACT.action_scale_m)
+    line.new_episode()
+    assert line.displacement_m(3)[0] == pytest.approx(0.0)
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """A failing policy leads to a safe stop within ``policy_fault_stop_s``; the e-stop repeats until the robot
 acknowledges it, at most once per period; a HOME is not resent before the measured round trip could have answered
 it; a robot that latched its e-stop in RUN is stopped, not commanded, and a HOMED state with the e-stop active
-starts no episode; after a safe stop, invalid states count as silence for ``recover_timeout_s``.
+starts no episode; after a safe stop, invalid states count as silence for ``recover_timeout_s``; a robot that reboots
+before acknowledging gets the e-stop anew and is judged by its new numbering and clock.
 
 Lock-step simulated robot over a pty; the loop period is 10 ms. The shutdown pacing, the invalid states after a stop
 and the latched e-stop at home run on a scripted link and the test's clock (``scripted_robot.py``).
@@ -427,6 +428,79 @@ def test_a_robot_that_answers_but_never_acknowledges_the_stop_ends_the_run():
     assert abs((end.tick - stop.tick) - ack_s / PERIOD_S) <= 1  # stop_ack_timeout_s after the stop, +- rounding
     assert report.counts["estop_repeats"] >= ack_s / PERIOD_S - 1  # one e-stop per period meanwhile
     assert not [t for t in report.transitions if t.target is LoopState.RUN]  # never recovered from an unheeded stop
+
+
+class RebootsWhileStopped(ScriptedRobot):
+    """The scripted robot whose link goes down for ``DOWN_S`` as the first e-stop goes out (it hears nothing and sends
+    nothing) while its controller reboots: its numbering begins again, its clock reads ``BEHIND_S`` behind the old
+    one, and it is not in e-stop until it hears one again (``ignores_after``: it then ignores every e-stop)."""
+
+    DOWN_S = 0.3
+    BEHIND_S = 0.1
+
+    def __init__(self, clock: ScriptedClock, ignores_after: bool = False) -> None:
+        super().__init__(clock, CONTRACT)
+        self.down_until: float | None = None
+        self.rebooted = False
+        self.ignores_after = ignores_after
+
+    def _up(self) -> bool:
+        if self.down_until is None:
+            return True
+        if self.clock.t < self.down_until:
+            return False
+        self.down_until, self.rebooted = None, True
+        self._seq, self.estop, self.ignore_estops = 0, False, self.ignores_after
+        return True
+
+    def send(self, msg: Message) -> int:
+        if isinstance(msg, EStopMsg) and not self.rebooted and self.down_until is None:
+            self.down_until, self._unanswered = self.clock.t + self.DOWN_S, 0
+        return super().send(msg) if self._up() else 0
+
+    def _state(self) -> StateMsg:
+        msg = super()._state()
+        if not self.rebooted:
+            return msg
+        return StateMsg(msg.seq, msg.t_s - self.BEHIND_S, msg.state, msg.flags, msg.pending)
+
+
+def test_a_robot_that_reboots_before_acknowledging_gets_the_e_stop_anew():
+    """Seed 2001162: the link went down after a safe stop while the controller rebooted; back up, the robot heard the
+    repeated e-stop and acknowledged it at once, but numbered from 1 again: the loop took those states for old
+    acknowledgements, timed them on the old clock, and ended the run with estop_not_acknowledged though the robot had
+    stopped. Now three states in a row numbered before the stop's confirm the restart; the e-stop goes anew and the
+    next acknowledgement counts. Scripted robot, the test's clock."""
+    clock = ScriptedClock()
+    robot = RebootsWhileStopped(clock)
+
+    def nan_in_hold_until_the_reboot(controller: Controller, record) -> None:
+        robot.invalid = "nan" if controller.sm.state is LoopState.HOLD and not robot.rebooted else ""
+
+    config = LoopConfig(period_s=PERIOD_S, stop_ack_timeout_s=0.05, max_ticks=400, freeze_gc=False)
+    report = _run_scripted(robot, clock, config, on_tick=nan_in_hold_until_the_reboot)
+    assert robot.rebooted and report.counts["safe_stops"] == 1
+    assert report.counts.get("estop_not_acknowledged", 0) == 0, report.transitions[-1].reason
+    assert report.counts["robot_restarts_in_stop"] == 1 and report.counts["old_estop_acks"] >= 1
+    stop = next(i for i, t in enumerate(report.transitions) if t.target is LoopState.SAFE_STOP)
+    assert report.transitions[stop + 1].target is LoopState.WAIT_FRESH  # acknowledged: recovered
+
+
+def test_a_robot_that_reboots_and_then_ignores_the_e_stop_still_ends_the_run():
+    """As above, but the rebooted robot ignores the e-stop it gets anew: answering without acknowledging, on its new
+    numbering and clock, ends the run ``stop_ack_timeout_s`` after the restart was confirmed."""
+    clock = ScriptedClock()
+    robot = RebootsWhileStopped(clock, ignores_after=True)
+
+    def nan_in_hold_until_the_reboot(controller: Controller, record) -> None:
+        robot.invalid = "nan" if controller.sm.state is LoopState.HOLD and not robot.rebooted else ""
+
+    config = LoopConfig(period_s=PERIOD_S, stop_ack_timeout_s=0.05, max_ticks=400, freeze_gc=False)
+    report = _run_scripted(robot, clock, config, on_tick=nan_in_hold_until_the_reboot)
+    assert robot.rebooted and report.counts["robot_restarts_in_stop"] == 1
+    end = report.transitions[-1]
+    assert end.source is LoopState.SAFE_STOP and "without acknowledging" in end.reason, end.reason
+    assert report.counts["estop_not_acknowledged"] == 1
 
 
 class ReplayingRobot(ScriptedRobot):

@@ -5,6 +5,7 @@ The policy sees the newest 2 of the 3 commands in flight, exactly as the simulat
 """
 
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -39,7 +40,10 @@ def test_longer_robot_delay_matches_the_sim_bit_for_bit():
     expected = pure_sim_flats(DelayAwareP(), seeds)
     config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=STEPS, max_ticks=200)
     robot = SimRobot(mode="lockstep", delay=ROBOT_DELAY)
-    run = run_loop(DelayAwareP(), seeded_goals(seeds), config, robot_spec(WIDE_BOX), robot=robot)
+    # the barrier at the gain bound itself: with the spec's margin for motors faster than calibrated, four commands
+    # counted in flight brake this reach toward the table, 11 cm below home, and the runtime no longer matches the sim
+    spec = replace(robot_spec(WIDE_BOX), barrier_gain_margin=1.0)
+    run = run_loop(DelayAwareP(), seeded_goals(seeds), config, spec, robot=robot)
     flats = run.episode_flats()
     assert sorted(flats) == [0, 1]
     for episode, want in enumerate(expected):

@@ -16,8 +16,16 @@ from deploy.runtime.loop_config import LoopConfig
 from deploy.runtime.policy_guard import LATE, RAISED, PolicyGuard
 from deploy.runtime.policy_worker import PolicyWorker
 from deploy.runtime.robot_resets import ResetHistory
+from deploy.runtime.state_check import HOMED_OFF_HOME
 from deploy.runtime.state_inbox import StateInbox
-from deploy.runtime.state_intake import NOT_FOLLOWING_REASON, REJECTED_TOO_OFTEN, StateIntake
+from deploy.runtime.state_intake import (
+    HOME_DOUBT_M,
+    HOME_NOT_REACHED,
+    HOME_NOT_REACHED_REASON,
+    NOT_FOLLOWING_REASON,
+    REJECTED_TOO_OFTEN,
+    StateIntake,
+)
 from deploy.runtime.stop_latch import OLD_ESTOP_ACKS, StopLatch
 from deploy.wire import StateFlags, StateMsg
 
@@ -63,6 +71,68 @@ def test_stop_latch_times_the_answers_from_the_first_state_after_a_silence():
     assert not latch.acked and latch.counts[OLD_ESTOP_ACKS] == 1
     latch.acknowledge_if(11)
     assert latch.acked
+
+
+def test_stop_latch_judges_stamps_by_the_lowest_offset_of_the_link():
+    """Seed 310299: the checker re-learnt its offset after a stop while replies came 0.28 s late, so it held the
+    latency; states made before the next stop read as made after it and the run ended with a false claim."""
+    latch = StopLatch(Counter(), silence_s=0.1)
+    latch.engage(newest_seq=1, now=1.0, offset_s=0.5)  # learnt with no latency
+    latch.acknowledge_if(2)
+    latch.engage(newest_seq=20, now=3.0, offset_s=0.78)  # learnt under a steady 0.28 s reply latency
+    for i in range(28):  # made 2.5 .. 2.77 s on the loop's clock (before the stop), arriving 0.28 s later
+        assert latch.answering_s(3.0 + 0.01 * i, stamp_s=2.22 + 0.01 * i) == 0.0
+    assert latch.answering_s(3.29, stamp_s=2.51) == 0.0  # the first made after the stop starts the clock
+    assert latch.answering_s(3.34, stamp_s=2.56) == pytest.approx(0.05)
+    latch.forget_numbering()  # a reopened port: the robot's clock may have begun again
+    latch.engage(newest_seq=None, now=10.0, offset_s=9.0)
+    assert latch.answering_s(10.01, stamp_s=1.005) == 0.0 and latch.answering_s(10.06, stamp_s=1.055) > 0.0
+
+
+def test_stop_latch_takes_an_offset_far_above_the_lowest_as_a_restarted_clock():
+    latch = StopLatch(Counter(), silence_s=0.1)
+    latch.engage(newest_seq=1, now=1.0, offset_s=0.5)
+    latch.engage(newest_seq=9, now=5.0, offset_s=4.5)  # 4 s higher: no latency is that steady; the clock restarted
+    assert latch.answering_s(5.01, stamp_s=0.505) == 0.0 and latch.answering_s(5.06, stamp_s=0.555) > 0.0
+
+
+def test_stop_latch_confirms_a_restart_and_takes_the_new_numbering_and_clock():
+    """Seed 2001162: the controller rebooted while the stop went unanswered (a link outage); its states, numbered
+    from 1 again and flagged ESTOP_ACTIVE, were taken for old acknowledgements and timed on the old clock."""
+    counts: Counter[str] = Counter()
+    latch = StopLatch(counts, silence_s=0.1, resync_states=3)
+    latch.engage(newest_seq=15, now=1.0, offset_s=0.5)  # the old clock runs 0.5 s behind the loop's
+    assert not latch.restarted(1, stamp_s=0.10, now=2.00)  # the new clock: 1.9 s behind the loop's
+    latch.acknowledge_if(1)
+    assert not latch.restarted(2, stamp_s=0.11, now=2.01) and not latch.acked
+    assert latch.restarted(3, stamp_s=0.12, now=2.02)  # three in a row, each after the one before
+    latch.reengage(now=2.02)
+    assert not latch.acked
+    assert latch.answering_s(2.03, stamp_s=0.12) == 0.0  # made at 2.02 s on the new clock: not after the new stop
+    assert latch.answering_s(2.05, stamp_s=0.14) == 0.0  # the first made after it starts the clock
+    assert latch.answering_s(2.07, stamp_s=0.16) == pytest.approx(0.02)
+    latch.acknowledge_if(3)  # numbered with the chain: no acknowledgement of the stop sent anew
+    assert not latch.acked and counts[OLD_ESTOP_ACKS] == 2
+    latch.acknowledge_if(4)
+    assert latch.acked
+
+
+def test_stop_latch_sees_no_restart_in_old_states_among_live_ones():
+    """Replayed or late states numbered before the stop, between the live numbering's: no restart; a robot that
+    keeps answering without acknowledging is still timed (estop_ignored)."""
+    latch = StopLatch(Counter(), silence_s=0.1, resync_states=3)
+    latch.engage(newest_seq=15, now=1.0, offset_s=0.5)
+    arrivals = [(12, 0.40), (16, 0.52), (13, 0.41), (17, 0.53), (14, 0.42), (18, 0.54)]  # old, live, old, ...
+    assert not any(latch.restarted(seq, stamp, 1.0 + 0.01 * i) for i, (seq, stamp) in enumerate(arrivals))
+    assert not latch.restarted(5, stamp_s=0.3, now=1.1) and not latch.restarted(4, stamp_s=0.31, now=1.11)
+    assert not latch.restarted(6, stamp_s=0.29, now=1.12)  # stamped before the one before: a new chain of one
+    for i in range(13):  # the live numbering goes on, each state made 0.5 s before it arrives
+        now, stamp = 1.2 + 0.05 * i, 0.7 + 0.05 * i
+        assert not latch.restarted(19 + i, stamp, now)
+        answering = latch.answering_s(now, stamp)
+    assert answering == pytest.approx(0.6)  # answering since 1.2 s, never acknowledging
+    with pytest.raises(ValueError, match="resync_states"):
+        StopLatch(Counter(), silence_s=0.1, resync_states=1)
 
 
 def test_a_stop_the_robot_made_itself_needs_no_acknowledgement():
@@ -192,3 +262,71 @@ def test_rejections_stop_in_a_row_too_often_or_at_once():
     intake.last_valid_t = 0.0
     assert "blocked" in intake.reject(NOT_FOLLOWING_REASON, 0.01, watchdog_stop_s=1.0)  # at once
     assert "no valid state for 2.000 s" in intake.reject("implausible_too_fast", 2.0, watchdog_stop_s=1.0)
+
+
+def test_a_stall_the_guard_saw_keeps_counting_while_the_call_runs_and_ends_with_it():
+    """A tick with no fresh state asks nothing; the loop still stops a stall it saw (``RunTicks.on_silence``)."""
+    now = [0.0]
+    release = threading.Event()
+    guard = PolicyGuard(lambda flat: release.wait(), 4, 0.01, clock=lambda: now[0], worker=PolicyWorker())
+    assert guard.stalled_for(0.0) == 0.0  # nothing asked yet
+    action, fault = guard.infer(np.zeros((1, 3), dtype=np.float32), wait_s=0.0)
+    assert action is None and fault == LATE
+    now[0] = 0.3
+    assert guard.stalled_for(now[0]) == pytest.approx(0.3)  # from the call's start, while it still runs
+    release.set()
+    assert guard.worker is not None and guard.worker.wait(1.0)
+    assert guard.stalled_for(now[0]) == 0.0  # the call returned: nothing is stalled
+    guard.close()
+
+
+def test_a_homed_answer_off_home_after_unconfirmed_motion_stops_at_once():
+    """Seed 310103: the motors stalled near an episode's end; its HOME's HOMED answers lay where the arm stalled and
+    were only resent for (1.2 s of robot time). With motion unconfirmed when the HOME went out, the first one stops."""
+    spec = robot_spec()
+    state = np.zeros(CONTRACT.state_dim)
+    state[slice(*CONTRACT.position_slice)] = spec.home_position_m
+    for pushed_m, kind in ((0.02, HOME_NOT_REACHED), (0.0, HOMED_OFF_HOME)):  # a glitch with nothing unconfirmed
+        intake = _intake()
+        assert intake.check(StateMsg(1, 0.0, state.copy(), int(StateFlags.HOMED), ()), 0.001, 1).accepted
+        home = list(spec.home_position_m)
+        moves = [(5, [pushed_m, 0.0, 0.0]), (6, [pushed_m, 0.0, 0.0])]  # commanded, never confirmed
+        intake.bound.update(home, intake.bound.low, intake.bound.high, moves, None, (0.0, 0.0, 0.0))
+        intake.expect_home()
+        assert (intake.home_doubt_m >= HOME_DOUBT_M) == (kind == HOME_NOT_REACHED)
+        off = state.copy()
+        off[CONTRACT.position_slice[0]] += 0.05
+        verdict = intake.check(StateMsg(2, 0.04, off, int(StateFlags.HOMED), ()), 0.041, 2)
+        assert not verdict.accepted and verdict.kind == kind
+    intake = _intake()
+    intake.home_doubt_m, intake.last_valid_t = 0.03, 0.0
+    assert "stalled" in intake.reject(HOME_NOT_REACHED_REASON, 0.01, watchdog_stop_s=1.0)  # at once
+
+
+def test_the_worker_answers_twice_asked_and_its_thread_ends_when_closed_idle_busy_or_with_an_untaken_answer():
+    worker = PolicyWorker()
+    worker.submit(lambda x: x * 2, 3)
+    assert worker.wait(1.0) and worker.wait(0.0)  # a second wait still sees the posted answer
+    assert worker.take() == (6, None) and not worker.busy
+    with pytest.raises(RuntimeError, match="still running"):
+        release = threading.Event()
+        worker.submit(lambda x: release.wait(), None)
+        worker.submit(lambda x: x, 1)
+    release.set()
+    assert worker.wait(1.0)
+    worker.close()  # an answer posted and never taken: the thread still leaves
+    worker._thread.join(1.0)
+    assert not worker._thread.is_alive()
+    idle = PolicyWorker()
+    idle.close()
+    idle._thread.join(1.0)
+    assert not idle._thread.is_alive()
+    with pytest.raises(RuntimeError, match="closed"):
+        idle.submit(lambda x: x, 1)
+    gate = threading.Event()
+    busy = PolicyWorker()
+    busy.submit(lambda x: gate.wait(), None)
+    busy.close()  # closed mid-call: leaves once the call returns
+    gate.set()
+    busy._thread.join(1.0)
+    assert not busy._thread.is_alive()

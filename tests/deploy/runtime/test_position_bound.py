@@ -19,7 +19,7 @@ from test_untrusted_states import _freeze_position as freeze_position
 
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop import Controller, LoopConfig
-from deploy.runtime.position_bound import MOTION_UNCONFIRMED, PositionBound
+from deploy.runtime.position_bound import BESIDE_COMMANDS, MOTION_UNCONFIRMED, PositionBound
 from deploy.runtime.state_check import NOT_FOLLOWING
 from deploy.runtime.state_machine import LoopState
 from envs.sim_robot import SimRobot
@@ -79,11 +79,46 @@ def test_a_state_that_follows_confirms_and_takes_its_own_bound():
     b = bound()
     home = [1.0, 0.5, 0.5]
     b.anchor(home, tuple(home), tuple(home))
-    moved = [1.0, 0.515, 0.5]  # 1.5 cm of a 2 cm certain move: 75% >= CONFIRM_SHARE
-    own = ((0.99, 0.50, 0.49), (1.01, 0.52, 0.51))
+    moved = [1.0, 0.518, 0.5]  # 1.8 cm of a 2 cm certain move: 90% >= CONFIRM_SHARE and >= AXIS_CONFIRM_SHARE
+    own = ((0.99, 0.508, 0.49), (1.01, 0.528, 0.51))
+    move = [0.0, STEP, 0.0]
+    assert b.update(moved, *own, [(1, move), (2, move)], [move, move], (0.0, 0.018, 0.0)) == ""
+    assert b.confirmed and (b.low, b.high) == own and b.span_m == 0.0
+
+
+def test_a_reading_short_of_the_axis_share_keeps_that_axis_reckoned():
+    """75% of the move confirms the motion as a whole (>= CONFIRM_SHARE) but not the y axis (< AXIS_CONFIRM_SHARE): a
+    sensor that shows three quarters of every move would otherwise lead the barrier a quarter short of the arm."""
+    b = bound()
+    home = [1.0, 0.5, 0.5]
+    b.anchor(home, tuple(home), tuple(home))
+    moved = [1.0, 0.515, 0.5]
+    own = ((0.99, 0.505, 0.49), (1.01, 0.525, 0.51))
     move = [0.0, STEP, 0.0]
     assert b.update(moved, *own, [(1, move), (2, move)], [move, move], (0.0, 0.015, 0.0)) == ""
-    assert b.confirmed and (b.low, b.high) == own and b.span_m == 0.0
+    assert b.confirmed
+    coupling = 0.1 * GAIN_MAX * 2 * STEP
+    assert b.low[1] == pytest.approx(0.5 - coupling) and b.high[1] == own[1][1]  # the reckoning and the reading
+    assert (b.low[0], b.high[0]) == (0.99, 1.01)  # x and z stayed put: they confirm and take the state's own bound
+
+
+def test_a_sensor_offset_on_a_quiet_axis_does_not_move_its_bound():
+    """The motion confirms along y while z reads 8 mm higher than it was (a sensor offset; campaign seed 310170 had
+    4.8 cm in z while a wide reckoning let the reading through): the z bound keeps where the commands can have taken
+    the arm, together with the reading. An offset past the motion margin is a reading beside the commands."""
+    b = bound()
+    home = [1.0, 0.5, 0.5]
+    b.anchor(home, tuple(home), tuple(home))
+    moved = [1.0, 0.52, 0.508]
+    own = ((0.999, 0.519, 0.507), (1.001, 0.521, 0.509))
+    move = [0.0, STEP, 0.0]
+    assert b.update(moved, *own, [(1, move), (2, move)], [move, move], (0.0, 0.02, 0.0)) == ""
+    assert b.confirmed  # along the motion as a whole
+    assert b.low[2] < 0.5 and b.high[2] == 0.509 and (b.low[1], b.high[1]) == (0.519, 0.521)
+    far = [1.0, 0.54, 0.548]  # 4.8 cm up with no command in z
+    assert b.update(far, *((0.999, 0.539, 0.547), (1.001, 0.541, 0.549)), [(3, move), (4, move)], [move, move], ()) == (
+        BESIDE_COMMANDS
+    )
 
 
 def test_commands_that_reverse_each_other_end_unconfirmed_once_the_reckoning_spans_the_allowance():

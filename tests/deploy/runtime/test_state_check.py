@@ -20,7 +20,6 @@ from deploy.runtime.state_check import (
     FIELD_OUT_OF_RANGE,
     HOMED_OFF_HOME,
     MOTION_MARGIN_M,
-    MSGS_PER_STEP,
     NOT_FOLLOWING,
     OUTSIDE_ENVELOPE,
     SEQ_BACKWARDS,
@@ -30,6 +29,7 @@ from deploy.runtime.state_check import (
     UNEXPLAINED_MOTION,
     StateChecker,
 )
+from deploy.runtime.state_stamps import MSGS_PER_STEP
 from deploy.wire import SEQ_MAX, StateFlags, StateMsg, seq_after
 
 CONTRACT = fetch_reach_contract(2)
@@ -178,7 +178,7 @@ def test_the_sequence_gap_counts_messages_across_the_wrap(anchor_seq: int, extra
     across the wrap (SEQ_MAX -> 1: 0 is skipped) the count is the same as anywhere else."""
     checker = StateChecker(SPEC, CONTRACT, PERIOD_S)
     assert checker.check(state_msg(anchor_seq, START, t_s=1.0), t_recv=1.0 + 1e-4, applied_units=0.0).accepted
-    messages = checker.seq_gap_slack + MSGS_PER_STEP + extra
+    messages = checker.stamps.seq_gap_slack + MSGS_PER_STEP + extra
     t_s = 1.0 + 0.5 * PERIOD_S  # within one control step
     verdict = checker.check(state_msg(_after(anchor_seq, messages), START, t_s=t_s), t_s + 1e-4, applied_units=0.0)
     assert verdict.kind == ("" if extra == 0 else SEQ_GAP)
@@ -226,12 +226,12 @@ def test_a_homed_state_away_from_the_spec_home_is_a_glitch_never_an_anchor() -> 
     checker.expect_home()
     anchor = checker.anchor
     off = (home[0], home[1], home[2] + SPEC.home_tolerance_m + 0.002)  # 2 mm beyond the tolerance (no noise)
-    for seq in range(2, 2 + checker.resync_states + 2):  # a robot that keeps homing there never re-anchors
+    for seq in range(2, 2 + checker.chain.resync_states + 2):  # a robot that keeps homing there never re-anchors
         verdict = checker.check(homed_msg(seq, off), seq * PERIOD_S, applied_units=0.0, homed=True)
         assert not verdict.accepted and verdict.kind == HOMED_OFF_HOME and not verdict.restart
         assert checker.anchor is anchor
     assert checker.home_error_m == pytest.approx(SPEC.home_tolerance_m + 0.002)
-    seq = 2 + checker.resync_states + 2
+    seq = 2 + checker.chain.resync_states + 2
     inside = (home[0] + 0.8 * SPEC.home_tolerance_m, home[1], home[2])
     assert checker.check(homed_msg(seq, inside), seq * PERIOD_S, applied_units=0.0, homed=True).accepted
 
@@ -305,17 +305,17 @@ def test_a_clock_step_forward_corrects_the_offset_and_one_backward_is_a_restart(
     accepted, no re-home (nothing restarted). Behind: time ran backwards, which only a restart explains."""
     checker = anchored()
     verdicts = []
-    for seq in range(2, 2 + checker.resync_states):
+    for seq in range(2, 2 + checker.chain.resync_states):
         t_s = seq * PERIOD_S + step_s
         verdicts.append(checker.check(state_msg(seq, START, t_s=t_s), seq * PERIOD_S + 1e-4, applied_units=0.0))
     *first, last = verdicts
     if step_s > 0:
-        assert [v.kind for v in first] == [TIME_AHEAD] * (checker.resync_states - 1)
+        assert [v.kind for v in first] == [TIME_AHEAD] * (checker.chain.resync_states - 1)
         assert last.accepted and last.clock_corrected and not last.restart
-        seq = 2 + checker.resync_states  # the corrected offset judges the next state: on time
+        seq = 2 + checker.chain.resync_states  # the corrected offset judges the next state: on time
         assert checker.check(state_msg(seq, START, t_s=seq * PERIOD_S + step_s), seq * PERIOD_S + 1e-4, 0.0).accepted
     else:
-        assert [v.kind for v in verdicts] == ["time_backwards"] * checker.resync_states
+        assert [v.kind for v in verdicts] == ["time_backwards"] * checker.chain.resync_states
         assert last.restart and not last.accepted
 
 

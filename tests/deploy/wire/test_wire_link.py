@@ -122,3 +122,21 @@ def test_closed_peer_raises_link_error_on_read():
         for _ in range(3):
             runtime.poll(0.01)
     runtime.close()
+
+
+def test_a_port_whose_peer_stops_reading_fails_the_write_after_its_timeout_and_takes_what_fits_before():
+    """The runtime writes straight to the port's descriptor; a full buffer waits ``write_timeout_s``, then LinkError."""
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    runtime = Link(os.ttyname(slave), write_timeout_s=0.05)
+    frame = CommandMsg(1, 0.0, np.zeros(4))
+    sent = 0
+    with pytest.raises(LinkError, match="timed out.*stopped reading"):
+        for _ in range(100_000):  # the robot side (master) never reads: the pty's buffer fills
+            sent += runtime.send(frame)
+    assert sent > 0
+    robot = Link.from_transport(FdTransport(master), "pty-master")
+    assert frame in robot.poll(WAIT_S)  # what fitted before the buffer filled arrives whole
+    runtime.close()
+    robot.close()
+    os.close(slave)
