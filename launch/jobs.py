@@ -423,8 +423,10 @@ def _check_cell_keys(job: str, resolved: dict[str, Any]) -> None:
         raise LaunchError(f"'{key}' is a key of the two-arm cell (env.id {CELL_ENV_ID}); {env['id']} has no use for it")
     if cell and env.get("obs_noise_std_m") is not None:
         raise LaunchError(f"'env.obs_noise_std_m' is not supported by {CELL_ENV_ID} (its arms observe without noise)")
-    if cell and job not in ("train", "eval"):
-        raise LaunchError(f"{CELL_ENV_ID} runs with the train and eval jobs; '{job}' is not available for the cell yet")
+    if cell and job not in ("train", "eval", "export"):
+        raise LaunchError(
+            f"{CELL_ENV_ID} runs with the train, eval and export jobs; '{job}' is not available for the cell yet"
+        )
     if cell and job == "train" and resolved["scale"]["backend"] != "threaded":
         raise LaunchError(f"{CELL_ENV_ID} trains with scale.backend=threaded (the Ray workers run one-agent envs)")
 

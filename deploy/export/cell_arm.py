@@ -67,6 +67,7 @@ def export_cell_arms(
     env_kwargs: dict[str, Any] | None = None,
     config: ExportConfig | None = None,
     overwrite: bool = False,
+    provenance: dict[str, Any] | None = None,
 ) -> list[Path]:
     """Export both arms of a trained cell model (``CellGRPO``) to ``out_dir/arm_0`` and ``out_dir/arm_1``.
 
@@ -75,6 +76,7 @@ def export_cell_arms(
     :param env_kwargs: ``TwoArmCellEnv`` arguments of the sim checks (delay, goal range, ...).
     :param config: the export checks' sizes and seeds.
     :param overwrite: replace existing packages.
+    :param provenance: more provenance for both manifests (the checkpoint's path, ...).
     """
     import envs  # noqa: F401  (registers CellArmView-v0)
     from envs.cell_arm_view import CellArmView
@@ -82,7 +84,8 @@ def export_cell_arms(
     policy = getattr(model, "policy", model)
     if not hasattr(policy, "make_agent_export_module"):
         raise TypeError(f"a {type(model).__name__} is no cell policy: it has no make_agent_export_module(agent)")
-    provenance = algorithm_provenance(model) if hasattr(model, "policy") else {"algorithm": type(policy).__name__}
+    base = algorithm_provenance(model) if hasattr(model, "policy") else {"algorithm": type(policy).__name__}
+    base.update(provenance or {})
     sharing = getattr(policy, "sharing", None)
     paths = []
     for arm in ARMS:
@@ -98,7 +101,7 @@ def export_cell_arms(
                 Path(out_dir) / f"arm_{arm}",
                 ARM_VIEW_ENV_ID,
                 kwargs,
-                provenance={**provenance, "cell": cell},
+                provenance={**base, "cell": cell},
                 config=config,
                 overwrite=overwrite,
             )
