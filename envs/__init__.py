@@ -9,8 +9,9 @@ Importing this package registers the ids with gymnasium (MuJoCo is only imported
   ``calibration/sim_fetch_push.yaml`` with its block tracker; ``envs.delayed_fetch_push``);
 - ``PointReach-v0``: the numpy point mass (default delay 1);
 - ``TwoArmCell-v0``: two delayed Fetch arms across one table with crossing goals (``envs.two_arm_cell``; its
-  PettingZoo ParallelEnv: ``envs.two_arm_cell_parallel_env(**kwargs)``), and ``CellSoloReach-v0``, one arm of the
-  cell alone (``envs.cell_solo``).
+  PettingZoo ParallelEnv: ``envs.two_arm_cell_parallel_env(**kwargs)``), ``CellSoloReach-v0``, one arm of the
+  cell alone (``envs.cell_solo``), and ``CellArmView-v0``, one arm of the cell in its package's layout, the partner
+  scripted (``envs.cell_arm_view``: an arm package's export checks).
 
 Bring your own MuJoCo env: ``with_snapshots(ActionDelay(env, delay=2))`` (or ``with_snapshots(env)`` without delay)
 gives it the snapshot API GRPO's group resets need; both names are importable from here.
@@ -41,6 +42,8 @@ if "TwoArmCell-v0" not in registry:
     register(id="TwoArmCell-v0", entry_point="envs.two_arm_cell:TwoArmCellEnv")
 if "CellSoloReach-v0" not in registry:
     register(id="CellSoloReach-v0", entry_point="envs.cell_solo:CellSoloReachEnv")
+if "CellArmView-v0" not in registry:
+    register(id="CellArmView-v0", entry_point="envs.cell_arm_view:CellArmView")
 register_delayed_fetch_tasks()
 
 _LAZY = {

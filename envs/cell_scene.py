@@ -7,8 +7,8 @@ the cell centre, so the two grippers start ``start_gap_m`` apart across one tabl
 
 Arm frames. Each arm sees the cell in its own frame: arm 0's is the world frame, arm 1's is the world turned half a
 turn about the cell centre (x and y mirrored through the centre, z unchanged). A point, a velocity and a command
-map with :meth:`CellScene.to_arm` / :meth:`CellScene.vector_to_arm` (the map is its own inverse), so both arms
-face the same-looking task and one set of weights can drive either.
+map with :meth:`CellScene.to_arm` / :meth:`CellScene.vector_to_arm` (the map is its own inverse, and the robot
+side's, ``deploy.cell.layout``), so both arms face the same-looking task and one set of weights can drive either.
 
 Setup follows ``MujocoFetchEnv._env_setup``: slide joints at FetchReach's initial values, the mocap welds reset,
 the mocap moved to FetchReach's start pose and ten control steps run; the result is every episode's start state.
@@ -23,6 +23,8 @@ import gymnasium_robotics.envs as robotics_envs
 import mujoco
 import numpy as np
 from gymnasium_robotics.envs.fetch import reach as fetch_reach
+
+from deploy.cell.layout import CellLayout, mirror_point, mirror_vector
 
 N_SUBSTEPS = 20  # MuJoCo steps of 2 ms per 25 Hz control step (FetchReach)
 ACTION_SCALE_M = 0.05  # metres of mocap displacement per unit command (FetchReach's pos_ctrl scale)
@@ -101,24 +103,23 @@ class CellScene:
         self.body_arm = self._body_owners()
         self._settle()
         self.initial_state = self.get_state()
+        d = self.data  # the start of every episode, per field (one arm's HOME restores its own entries)
+        self._start = (d.qpos.copy(), d.qvel.copy(), d.mocap_pos.copy(), d.mocap_quat.copy())
 
     # Frames -------------------------------------------------------------------------------------------------
     def to_arm(self, arm: int, point: np.ndarray) -> np.ndarray:
         """A world point [..., 3] in ``arm``'s frame (and back: the map is its own inverse), metres."""
         point = np.asarray(point, dtype=np.float64)
-        if arm == 0:
-            return point.copy()
-        out = point.copy()
-        out[..., :2] = 2 * self.centre - point[..., :2]
-        return out
+        return point.copy() if arm == 0 else mirror_point(point, self.centre)
 
     @staticmethod
     def vector_to_arm(arm: int, vector: np.ndarray) -> np.ndarray:
         """A world vector [..., 3] (velocity, displacement) in ``arm``'s frame, and back."""
-        out = np.array(vector, dtype=np.float64)
-        if arm == 1:
-            out[..., :2] = -out[..., :2]
-        return out
+        return np.array(vector, dtype=np.float64) if arm == 0 else mirror_vector(vector)
+
+    def layout(self) -> CellLayout:
+        """The cell's frames as the robot side needs them (``deploy.cell.layout``)."""
+        return CellLayout((float(self.centre[0]), float(self.centre[1])))
 
     # Indices ----------------------------------------------------------------------------------------------
     def _index(self, arm: int) -> ArmIndices:
@@ -192,6 +193,24 @@ class CellScene:
         mujoco.mj_resetData(self.model, self.data)
         mujoco.mj_setState(self.model, self.data, state, mujoco.mjtState.mjSTATE_INTEGRATION)
         mujoco.mj_forward(self.model, self.data)
+
+    def reset_arm(self, arm: int) -> None:
+        """Put one arm back where every episode starts (its joints, their velocities, its mocap), leaving the other
+        arm where it is: the simulated cell's HOME of one arm (``envs.sim_cell_robot``)."""
+        m, d = self.model, self.data
+        if arm not in self.indices:
+            raise ValueError(f"arm {arm} is not in this scene (it holds {self.arms})")
+        qpos0, qvel0, mocap_pos0, mocap_quat0 = self._start
+        joints = np.flatnonzero(self.body_arm[m.jnt_bodyid] == arm)
+        sizes = {mujoco.mjtJoint.mjJNT_FREE: (7, 6), mujoco.mjtJoint.mjJNT_BALL: (4, 3)}
+        for joint in joints:
+            nq, nv = sizes.get(m.jnt_type[joint], (1, 1))
+            q, v = m.jnt_qposadr[joint], m.jnt_dofadr[joint]
+            d.qpos[q : q + nq] = qpos0[q : q + nq]
+            d.qvel[v : v + nv] = qvel0[v : v + nv]
+        mocap = self.indices[arm].mocap
+        d.mocap_pos[mocap], d.mocap_quat[mocap] = mocap_pos0[mocap], mocap_quat0[mocap]
+        mujoco.mj_forward(m, d)
 
     def grip_pos(self, arm: int) -> np.ndarray:
         """The gripper site of ``arm`` in world coordinates (metres, a copy)."""

@@ -41,6 +41,7 @@ import threading
 import time
 import tty
 from collections import deque
+from typing import Any
 
 import numpy as np
 
@@ -90,6 +91,10 @@ class SimRobot:
     :param seed: seed of the first episode and of the fault injection RNG.
     :param faults: fault switches (a fresh ``SimFaults`` if None).
     :param task: ``"reach"`` (the Fetch arm) or ``"push"`` (the arm over a table with a tracked block).
+    :param plant: the arm to serve instead of a new env of ``task`` (one arm of the simulated cell,
+        ``envs.sim_cell_robot``, which steps both arms' physics itself): it offers ``contract``, ``history``,
+        ``reset(seed=)``, ``step(action)`` and ``_physics_state()`` as the env does; ``delay``, ``obs_noise_std_m``,
+        ``spec`` and ``action_gain`` are then the plant's own.
     """
 
     def __init__(
@@ -104,19 +109,22 @@ class SimRobot:
         seed: int = 0,
         faults: SimFaults | None = None,
         task: str = "reach",
+        plant: Any = None,
     ) -> None:
         if mode not in ROBOT_MODES:
             raise ValueError(f"mode must be one of {ROBOT_MODES}, got {mode!r}")
         if task not in TASK_ENVS:
             raise ValueError(f"task must be one of {sorted(TASK_ENVS)}, got {task!r}")
         self.task = task
-        self.env = TASK_ENVS[task](
-            delay=delay,
-            obs_noise_std_m=obs_noise_std_m,
-            spec=spec,
-            max_episode_steps=NO_TRUNCATION_STEPS,
-            action_gain=action_gain,
-        )
+        self.env = plant
+        if plant is None:
+            self.env = TASK_ENVS[task](
+                delay=delay,
+                obs_noise_std_m=obs_noise_std_m,
+                spec=spec,
+                max_episode_steps=NO_TRUNCATION_STEPS,
+                action_gain=action_gain,
+            )
         self.contract = self.env.contract
         self.period_s = float(control_period_s or self.contract.control_period_s)
         if self.period_s <= 0:
@@ -398,17 +406,50 @@ class SimRobot:
 
     def _step(self, cmd: CommandMsg | None) -> None:
         """One control step with ``cmd`` (None: hold), then send the state."""
+        action, seq = self.step_input(cmd)
+        obs, *_ = self.env.step(action)
+        self.step_done(obs, seq, holding=cmd is None)
+
+    def step_input(self, cmd: CommandMsg | None) -> tuple[np.ndarray, int]:
+        """The action a control step applies for ``cmd`` (None: hold; also while e-stopped) and the sequence number
+        the delay line records for it; counted as a command or a hold."""
         if cmd is None or self._estop is not None:
-            action, seq = self.contract.hold(), HOLD_SEQ
             self.counts["holds"] += 1
-        else:
-            action, seq = self.faults.actuation(cmd.action), cmd.seq
-            self.counts["commands"] += 1
-        self._obs, *_ = self.env.step(action)
+            return self.contract.hold(), HOLD_SEQ
+        self.counts["commands"] += 1
+        return self.faults.actuation(cmd.action), cmd.seq
+
+    def step_done(self, obs: dict[str, np.ndarray], seq: int, holding: bool) -> None:
+        """After the physics stepped: the new observation, the delay line moved on by ``seq``, the state sent."""
+        self._obs = obs
         self._pending.append(seq)
         self.steps += 1
         self.trace.append(self.gripper_position_m)
-        self._send_state(holding=cmd is None)
+        self._send_state(holding=holding)
+
+    # Serving from a host thread (the simulated cell serves its arms from one thread: envs.sim_cell_robot) -------
+    @property
+    def fileno(self) -> int:
+        """The file descriptor the robot reads from (a host waits on it with ``select``)."""
+        return self._transport.fd
+
+    def service(self) -> None:
+        """Without waiting: apply requests, read and answer what arrived, send what is due. (A HOME does not restart
+        a host's period clock: the host steps all its arms on one.)"""
+        self._apply_requests()
+        for msg in self._receive(0.0):
+            self._handle(msg)
+        self._flush()
+
+    def next_due_s(self) -> float:
+        """When (``time.monotonic``) the next delayed frame is due to be sent; inf when none waits."""
+        return self._outbox[0][0] if self._outbox else float("inf")
+
+    def take_step_input(self) -> tuple[np.ndarray, int, bool]:
+        """For a host's control step: (action, sequence number, holding) of the newest command received."""
+        cmd = self._take_command()
+        action, seq = self.step_input(cmd)
+        return action, seq, cmd is None
 
     # Sending ---------------------------------------------------------------------------------------------
     def _next_seq(self) -> int:

@@ -16,10 +16,10 @@ from typing import Any
 from envs.sim_robot import SimRobot
 
 
-def _serve_child(conn: Any, kwargs: dict[str, Any], priority: int | None) -> None:
+def _serve_child(conn: Any, kwargs: dict[str, Any], priority: int | None, robot_class: type = SimRobot) -> None:
     if priority is not None:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # the serving thread inherits it
-    robot = SimRobot(**kwargs)
+    robot = robot_class(**kwargs)
     conn.send(robot.port_name)
     thread = threading.Thread(target=robot.serve, daemon=True)
     thread.start()
@@ -39,16 +39,18 @@ class SimRobotProcess:
 
     :param priority: SCHED_FIFO priority of the robot process (Linux, root / CAP_SYS_NICE), like a robot
         controller's real-time firmware; None keeps the default scheduler.
-    :param kwargs: ``SimRobot`` arguments.
+    :param robot_class: what to serve: ``SimRobot``, or ``envs.sim_cell_robot.SimCellRobot`` (its ``port_name`` is
+        then one port per arm, and ``stop()`` also returns its separation record).
+    :param kwargs: the robot class's arguments.
     """
 
-    def __init__(self, priority: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, priority: int | None = None, robot_class: type = SimRobot, **kwargs: Any) -> None:
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve_child, args=(child, kwargs, priority), daemon=True)
+        self.process = ctx.Process(target=_serve_child, args=(child, kwargs, priority, robot_class), daemon=True)
         self.process.start()
         child.close()  # only the child holds it now: if the child dies, recv() raises EOFError instead of hanging
-        self.port_name: str = self._receive(PROCESS_START_TIMEOUT_S, "start")
+        self.port_name: Any = self._receive(PROCESS_START_TIMEOUT_S, "start")
 
     def _receive(self, timeout_s: float, what: str) -> Any:
         try:
@@ -63,7 +65,7 @@ class SimRobotProcess:
             "run SimRobot in this process to see its error"
         )
 
-    def stop(self) -> dict[str, int]:
+    def stop(self) -> dict[str, Any]:
         self._conn.send("stop")
         counts = self._receive(PROCESS_STOP_TIMEOUT_S, "stop")
         self.process.join()

@@ -1,11 +1,17 @@
-"""``robot-grpo export``: a GRPO checkpoint -> a verified policy package, with the sim Fisher for EWC."""
+"""``robot-grpo export``: a GRPO checkpoint -> a verified policy package, with the sim Fisher for EWC.
+
+A cell checkpoint (``env.id: TwoArmCell-v0``, a ``CellGRPO`` run) exports one package per arm instead,
+``out_dir/arm_0`` and ``out_dir/arm_1`` (``deploy.export.cell_arm``: the same weights with the arm's agent baked in,
+the manifest naming the cell and the agent); they ship no EWC anchor (the robot-side fine-tuning is single-arm).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from launch.jobs import write_resolved
+from launch.cell_training import is_cell_env
+from launch.jobs import CELL_ENV_ID, write_resolved
 from launch.schema import LaunchError
 from launch.training import env_kwargs_from
 
@@ -28,6 +34,8 @@ def export(config: dict[str, Any], overwrite: bool = True) -> Path:
     except ValueError as err:  # check sizes below what a package must be verified on
         raise LaunchError(f"'parity_observations' / 'closed_loop_episodes': {err}") from None
     model = GRPO.load(config["checkpoint"], device="cpu")
+    if is_cell_env(env_id):
+        return export_cell(model, config, env_kwargs, checks, overwrite)
     env = make_env(env_id, env_kwargs)
     try:
         ewc = sim_fisher_anchor(model, env)
@@ -47,8 +55,25 @@ def export(config: dict[str, Any], overwrite: bool = True) -> Path:
     )
 
 
+def export_cell(model: Any, config: dict[str, Any], env_kwargs: dict[str, Any], checks: Any, overwrite: bool) -> Path:
+    """Both arms' packages of a cell model under ``config['out_dir']``; returns that folder."""
+    from deploy.export.cell_arm import export_cell_arms
+
+    if not hasattr(model.policy, "make_agent_export_module"):
+        raise LaunchError(
+            f"checkpoint {config['checkpoint']} holds a {type(model).__name__}, not a cell model: env.id "
+            f"{CELL_ENV_ID} exports a CellGRPO run (robot-grpo train --config shipped:launch/train_cell.yaml)"
+        )
+    provenance = {"checkpoint": str(config["checkpoint"])}
+    export_cell_arms(model, config["out_dir"], env_kwargs, checks, overwrite, provenance)
+    return Path(config["out_dir"])
+
+
 def main(config: dict[str, Any]) -> int:
     write_resolved(config, Path(config["output"]) / config["name"])
     package = export(config)
+    if is_cell_env(config["env"]["id"]):
+        print(f"exported and verified one package per arm in {package} (see arm_0/report.md, arm_1/report.md)")
+        return 0
     print(f"exported and verified {package} (see {package / 'report.md'})")
     return 0

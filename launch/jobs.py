@@ -17,13 +17,15 @@ from typing import Any
 
 import yaml
 
+from deploy.cell.supervisor import DEFAULT_PORT as SUPERVISOR_PORT
+from deploy.cell.supervisor import DEFAULT_STALE_S
 from deploy.contract import MAX_DELAY_STEPS
 from deploy.robot_spec_sections import SAFE_NAME
 from deploy.runtime.backends import BACKEND_NAMES
 from deploy.runtime.exploration import DEFAULT_STD_SCALE
 from launch.schema import Field, LaunchError, Section, validate
 
-JOBS = ("train", "eval", "export", "run", "calibrate", "finetune", "demo", "population", "campaign")
+JOBS = ("train", "eval", "export", "run", "cell", "calibrate", "finetune", "demo", "population", "campaign")
 ENV_IDS = (
     "DelayedFetchReach-v0",
     "PointReach-v0",
@@ -258,6 +260,37 @@ SCHEMAS: dict[str, Section] = {
             "output": Field("path", "runs"),
         }
     ),
+    "cell": Section(
+        {
+            "packages": Field(
+                "path",
+                None,
+                nullable=True,
+                doc="the folder robot-grpo export wrote for a cell checkpoint (arm_0/, arm_1/); null: 'policy'",
+            ),
+            "policy": Field(
+                "str",
+                "goal_seeker",
+                choices=("goal_seeker", "adversary"),
+                doc="without packages: a scripted cell policy (straight at its goal / at the partner)",
+            ),
+            "backend": Field("str", "ort-cpu", choices=BACKEND_NAMES),
+            "variant": Field("str", "fp32", choices=VARIANTS),
+            "calibration": Field(
+                "path", None, nullable=True, doc="both arms' robot spec (default shipped:calibration/sim_fetch.yaml)"
+            ),
+            "episodes": Field("int", 10, low=1, doc="cell episodes: a goal pair, one goal per arm"),
+            "episode_steps": Field("int", 50, low=1, high=10_000, doc="control steps per episode"),
+            "seed": Field("int", 7000, low=0, doc="seed of the first goal pair (TwoArmCell-v0's draws)"),
+            "min_separation_m": Field("float", 0.10, low=0.02, high=0.5, doc="closest allowed grippers, metres"),
+            "stale_s": Field(
+                "float", DEFAULT_STALE_S, low=0.01, high=5.0, doc="a partner report older than this holds the arm"
+            ),
+            "barrier": Field("bool", True, doc="the separation barrier cuts commands (false: the ablation)"),
+            "supervisor_port": Field("int", SUPERVISOR_PORT, low=1024, high=65535, doc="the supervisor's UDP port"),
+            "output": Field("path", "runs"),
+        }
+    ),
     "calibrate": Section(
         {
             "robot": ROBOT,
@@ -423,8 +456,10 @@ def _check_cell_keys(job: str, resolved: dict[str, Any]) -> None:
         raise LaunchError(f"'{key}' is a key of the two-arm cell (env.id {CELL_ENV_ID}); {env['id']} has no use for it")
     if cell and env.get("obs_noise_std_m") is not None:
         raise LaunchError(f"'env.obs_noise_std_m' is not supported by {CELL_ENV_ID} (its arms observe without noise)")
-    if cell and job not in ("train", "eval"):
-        raise LaunchError(f"{CELL_ENV_ID} runs with the train and eval jobs; '{job}' is not available for the cell yet")
+    if cell and job not in ("train", "eval", "export"):
+        raise LaunchError(
+            f"{CELL_ENV_ID} runs with the train, eval and export jobs; '{job}' is not available for the cell yet"
+        )
     if cell and job == "train" and resolved["scale"]["backend"] != "threaded":
         raise LaunchError(f"{CELL_ENV_ID} trains with scale.backend=threaded (the Ray workers run one-agent envs)")
 

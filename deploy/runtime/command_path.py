@@ -4,7 +4,8 @@ numpy only (robot side). The observation is built from the state, the robot's de
 loop sent (``CommandLine``) and the goal, exactly as the simulator built it (``contract.flat_observation``); the
 policy is asked through ``PolicyGuard`` (a fault holds; too long a fault is the loop's to stop on); the filter plans
 from the bounds of where the gripper is (``StateChecker``), the commands in flight and the previous command sent. The
-previous command is this part's own: every command the loop sends is noted here (``note_sent``).
+previous command is this part's own: every command the loop sends is noted here (``note_sent``). In a cell, the arm's
+separation barrier cuts the filtered command last and publishes the arm's reach after every command sent.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from deploy.contract import ObservationContract
 from deploy.runtime.command_line import CommandLine
 from deploy.runtime.policy_guard import OVERRUN, PolicyGuard
 from deploy.runtime.safety import POLICY_FAULT, FilterResult, SafetyLimits, filter_action, hold_result
+from deploy.runtime.separation import SeparationBarrier
 
 
 class Proposal(NamedTuple):
@@ -41,12 +43,20 @@ class CommandPath:
     :param limits: what the filter enforces.
     :param line: the commands in flight (history and displacement).
     :param guard: runs the policy.
+    :param separation: a cell arm's separation barrier (``deploy.runtime.separation``): it cuts every filtered
+        command last and hears of every command sent; None for an arm alone.
     """
 
     def __init__(
-        self, contract: ObservationContract, limits: SafetyLimits, line: CommandLine, guard: PolicyGuard
+        self,
+        contract: ObservationContract,
+        limits: SafetyLimits,
+        line: CommandLine,
+        guard: PolicyGuard,
+        separation: SeparationBarrier | None = None,
     ) -> None:
         self.contract = contract
+        self.separation = separation
         self.limits = limits
         self.line = line
         self.guard = guard
@@ -56,6 +66,13 @@ class CommandPath:
 
     def note_sent(self, command: np.ndarray) -> None:
         self.previous = command
+        if self.separation is not None:
+            self.separation.sent(command)
+
+    def may_home(self) -> bool:
+        """Whether a HOME may go out now: always for an arm alone; in a cell, only while the partner's report is
+        fresh (a HOME moves the arm; nothing moves while the partner is stale)."""
+        return self.separation is None or self.separation.may_home()
 
     def observation(self, state: np.ndarray, goal: np.ndarray) -> np.ndarray:
         """The flat observation of ``state`` toward ``goal`` with the current history (float32 values)."""
@@ -89,6 +106,7 @@ class CommandPath:
         age_s: float,
     ) -> FilterResult:
         """The safety filter on ``action`` from the current bound and the commands in flight."""
-        return filter_action(
+        result = filter_action(
             position, self.line.displacement_m(self._dims), action, self.previous, age_s, self.limits, bound
         )
+        return result if self.separation is None else self.separation.cut(result, bound)

@@ -63,6 +63,7 @@ from deploy.runtime.robot_link import RobotLink
 from deploy.runtime.robot_resets import ResetHistory
 from deploy.runtime.run_report import RunReport
 from deploy.runtime.safety import InterventionCounter, SafetyLimits
+from deploy.runtime.separation import SeparationBarrier
 from deploy.runtime.state_check import StateChecker
 from deploy.runtime.state_inbox import StateInbox
 from deploy.runtime.state_intake import StateIntake
@@ -104,6 +105,7 @@ class Controller:
         ``manifest_sha256``, ``PolicyPackage.policy_id``); a ``PolicySlot`` names the id of each backend it holds.
     :param sleep: how the loop waits while the port is down (seconds, on ``clock``'s time base; a test clock
         passes its own).
+    :param separation: in a two-arm cell, this arm's separation barrier (``deploy.runtime.separation``); None alone.
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class Controller:
         baudrate: int = DEFAULT_BAUDRATE,
         policy_id: str = "",
         sleep: Callable[[float], None] = time.sleep,
+        separation: SeparationBarrier | None = None,
     ) -> None:
         self.config = config or LoopConfig()
         limits = SafetyLimits.from_spec(spec, contract)
@@ -148,7 +151,9 @@ class Controller:
         self.latch = StopLatch(self.counts, limits.watchdog_stop_s, self.config.resync_states)
         worker = PolicyWorker() if clock is time.monotonic else None
         guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock, check_policy_id(policy_id), worker)
-        self.path = CommandPath(contract, limits, self.line, guard)
+        self.path = CommandPath(contract, limits, self.line, guard, separation)
+        if separation is not None:  # the barrier plans from this arm's bound, position and commands in flight
+            separation.attach(limits, self.period_s, contract.position_slice, self.intake, self.line)
         self.outbox = Outbox(self.robot_link, clock, self.line, self.intake, self.path, self.counts)
         self.recorder = TickRecorder(clock, self.episodes)
         self.exit_stop = ExitStop(self.robot_link, self.latch, clock, self.period_s, self.config.stop_ack_timeout_s)

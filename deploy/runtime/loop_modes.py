@@ -16,7 +16,8 @@ do have their own handlers: RUN ``RunTicks`` (``loop_run.py``), HOMING and the s
                stop or after a silence: ``StopLatch``) -> DONE
     WAIT_FRESH an accepted state -> HOLD; none within ``startup_timeout_s`` of connecting -> TimeoutError naming
                what was received and why it was rejected
-    HOLD       hold; ``hold_ticks`` accepted states in a row and a measured round trip -> HOMING (the next episode)
+    HOLD       hold; ``hold_ticks`` accepted states in a row and a measured round trip -> HOMING (the next episode;
+               a cell arm also waits for a fresh partner report: ``CommandPath.may_home``)
     HOMING     the accepted HOMED state without ESTOP_ACTIVE -> RUN; no answer after ``Homing.retry_ticks()`` ->
                resend HOME; ``max_home_retries`` resent in a row without an answer -> SAFE_STOP
     RUN        policy -> safety filter -> command (``CommandPath``, planned from the checker's bounds); a full episode
@@ -151,8 +152,19 @@ class ModeRules:
         self.hold_count = self.hold_count + 1 if verdict.accepted else 0
         ctl.outbox.command(ctl.hold)
         if self.hold_count >= ctl.config.hold_ticks and self._round_trip_known(msg):
-            self.homing.start_episode()
+            self._next_episode()
         return ctl.record(msg, EMPTY, ctl.hold, ctl.hold, (), float("nan"), False)
+
+    def _next_episode(self) -> None:
+        """HOME for the next episode (``HomingTicks``); a cell arm whose partner's report is stale holds instead:
+        nothing moves while the partner is stale (``CommandPath.may_home``), and HOLD asks again."""
+        ctl = self.ctl
+        if ctl.path.may_home():
+            self.homing.start_episode()
+            return
+        if ctl.sm.state is not LoopState.HOLD:
+            ctl.enter(LoopState.HOLD, "the partner's position is stale: hold before the next HOME")
+        self.hold_count = 0
 
     def _round_trip_known(self, msg: StateMsg) -> bool:
         ctl = self.ctl
@@ -171,12 +183,12 @@ class ModeRules:
         episodes = ctl.episodes
         if episodes.full:
             episodes.end(msg.state, aborted=False)
-            self.homing.start_episode()
+            self._next_episode()
             return None
         if ended := ctl.intake.episode_end_reason():  # the task cannot go on (the block fell off the table)
             ctl.interventions.add((ended,))
             episodes.end(msg.state, aborted=True, reason=ended)
-            self.homing.start_episode()
+            self._next_episode()
             return None
         return self.run.on_state(t_in, msg)
 

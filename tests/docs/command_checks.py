@@ -36,6 +36,7 @@ BUDGETS: dict[str, tuple[str, ...]] = {
     # check took the lock-step robot for one at another rate. + episodes: two groups, see budget_overrides.
     "run": ("robot.lockstep=true", "period_s=0.02"),
     "finetune": ("n_updates=1", "gate_episodes=10"),
+    "cell": ("episodes=1", "episode_steps=10"),
     "report": (),  # a tool over a run folder an earlier block of the page made
 }
 MIN_RUN_EPISODES = 2

@@ -18,7 +18,7 @@ CELL = {"id": "TwoArmCell-v0", "delay": 1}
         ({"job": "train", "env": {"min_separation_m": 0.1}}, "min_separation_m' is a key of the two-arm cell"),
         ({"job": "train", "train": {"eval_every": 100}}, "eval_every' is a key of the two-arm cell"),
         ({"job": "train", "env": {**CELL, "obs_noise_std_m": 0.01}}, "not supported by TwoArmCell-v0"),
-        ({"job": "export", "env": CELL, "checkpoint": "m.zip", "out_dir": "p"}, "'export' is not available"),
+        ({"job": "population", "env": CELL}, "'population' is not available"),
         ({"job": "train", "env": CELL, "scale": {"backend": "ray"}}, "scale.backend=threaded"),
     ],
 )

@@ -37,9 +37,10 @@ HARNESS = FORBID_SOURCE + textwrap.dedent(
 
 
 def robot_side_modules() -> list[str]:
-    """Every module of deploy/runtime, deploy/wire and calibration, plus deploy.contract and deploy.robot_spec."""
+    """Every module of deploy/runtime, deploy/cell, deploy/wire and calibration, plus deploy.contract and
+    deploy.robot_spec."""
     modules = ["deploy.contract", "deploy.robot_spec"]
-    for package in ("deploy/runtime", "deploy/wire", "calibration"):
+    for package in ("deploy/runtime", "deploy/cell", "deploy/wire", "calibration"):
         folder = ROOT / package
         dotted = package.replace("/", ".")
         if (folder / "__init__.py").exists():

@@ -1,0 +1,133 @@
+"""One arm's runtime as a process of its own: what ``robot-grpo cell`` starts once per arm.
+
+numpy + the runtime only (robot side). An :class:`ArmJob` says everything the process needs (picklable: it crosses
+a ``spawn``): the arm's link, its policy (an arm package exported by ``deploy.export.cell_arm``, or a scripted cell
+policy), its goals, the separation rule and the supervisor's address. :func:`arm_policy` loads the package the
+normal way (``load_package``: digest, files, self-test) and refuses one that is not this arm's: a cell arm's
+contract, and the manifest's agent is this arm (the agent is baked into the weights). :func:`run_arm` runs the
+arm's ``Controller`` with its separation barrier to the end of its goals and returns a plain summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deploy.cell.policy_input import cell_arm_contract, is_cell_arm, robot_contract
+from deploy.contract import ObservationContract
+from deploy.runtime.separation import SeparationConfig
+
+SCRIPTED = ("goal_seeker", "adversary")  # deploy.cell.scripted: for the simulated cell, not for a robot
+
+
+class ArmPackageError(ValueError):
+    """An arm package that cannot serve this arm (not a cell arm's, or another agent's)."""
+
+
+@dataclass(frozen=True)
+class ArmJob:
+    """What one arm's runtime process runs.
+
+    :param port: the arm's link (a pty of the simulated cell, a serial port).
+    :param policy: an arm package folder, or one of ``SCRIPTED``.
+    :param goals: the arm's targets ``[n, 3]`` (metres, its own frame), one episode each.
+    :param episode_steps: control steps per target.
+    :param separation: the arm's separation rule (its ``arm`` is this job's arm).
+    :param supervisor: the supervisor's (host, UDP port).
+    :param spec: the robot spec file (None: the shipped ``calibration/sim_fetch.yaml``).
+    :param backend: the package's inference backend (``deploy.runtime.backends``).
+    :param variant: the package variant.
+    """
+
+    port: str
+    policy: str
+    goals: tuple[tuple[float, float, float], ...]
+    episode_steps: int
+    separation: SeparationConfig
+    supervisor: tuple[str, int]
+    spec: str | None = None
+    backend: str = "ort-cpu"
+    variant: str = "fp32"
+
+    @property
+    def arm(self) -> int:
+        return self.separation.arm
+
+
+def check_arm_package(package: Any, arm: int) -> None:
+    """Refuse a package that is not arm ``arm``'s (``ArmPackageError``, one line naming the fix)."""
+    if not is_cell_arm(package.contract):
+        raise ArmPackageError(
+            f"{package.folder} is a single-arm package (contract {package.contract.name!r}); a cell arm runs a "
+            "package exported from a cell model (robot-grpo export on a TwoArmCell-v0 checkpoint)"
+        )
+    cell = package.manifest.get("provenance", {}).get("cell", {})
+    if cell.get("agent_index") != arm:
+        raise ArmPackageError(
+            f"{package.folder} is the package of {cell.get('agent', 'no agent')}, not arm_{arm}: each arm runs its "
+            "own agent's package (arm_0/ and arm_1/ of the export)"
+        )
+
+
+def arm_policy(job: ArmJob, robot: ObservationContract) -> tuple[Callable[[np.ndarray], Any], ObservationContract]:
+    """The policy on the cell arm's flat layout and the robot contract the arm's link speaks."""
+    if job.policy in SCRIPTED:
+        from deploy.cell.scripted import Adversary, GoalSeeker
+
+        scripted = GoalSeeker if job.policy == "goal_seeker" else Adversary
+        return scripted(cell_arm_contract(robot)), robot
+    from deploy.runtime.package import load_package
+
+    package = load_package(Path(job.policy))
+    check_arm_package(package, job.arm)
+    return package.make_backend(job.backend, job.variant), robot_contract(package.contract)
+
+
+def run_arm(job: ArmJob) -> dict[str, Any]:
+    """Run the arm's runtime to the end of its goals; its episodes, timing, interventions and counts."""
+    from deploy.cell.arm_runtime import cell_arm_runtime
+    from deploy.contract import fetch_reach_contract
+    from deploy.robot_spec import load_robot_spec
+    from deploy.runtime.goals import GoalSource
+    from deploy.runtime.loop_config import LoopConfig
+
+    spec = load_robot_spec(job.spec) if job.spec else load_robot_spec()
+    policy, contract = arm_policy(job, fetch_reach_contract(spec.delay_range[1]))
+    goals = GoalSource(np.asarray(job.goals, dtype=np.float64))
+    runtime = cell_arm_runtime(
+        job.port,
+        contract,
+        policy,
+        spec,
+        goals,
+        job.separation,
+        job.supervisor,
+        LoopConfig(max_episode_steps=job.episode_steps),
+    )
+    report = runtime.run()
+    return {
+        "arm": job.arm,
+        "episodes": [
+            {"index": e.index, "success": bool(e.success), "aborted": bool(e.aborted), "distance_m": e.final_distance_m}
+            for e in report.episodes
+        ],
+        "timing": dict(report.timing),
+        "interventions": dict(report.interventions),
+        "counts": {k: int(v) for k, v in report.counts.items()},
+        "barrier_counts": dict(runtime.barrier.counts),
+        "link_counts": dict(runtime.link.counts),
+    }
+
+
+def arm_process_main(conn: Any, job: ArmJob) -> None:
+    """The process's entry (``multiprocessing`` spawn): run the arm and send back its summary, or its error."""
+    try:
+        conn.send(run_arm(job))
+    except Exception as err:  # the parent reports it; a traceback in a child's stderr is easy to miss
+        conn.send({"arm": job.arm, "error": f"{type(err).__name__}: {err}"})
+    finally:
+        conn.close()

@@ -1,0 +1,390 @@
+"""The separation barrier of an arm in a two-arm cell: no command that could bring the grippers too close.
+
+numpy-free arithmetic, robot side; a part of the command path (``CommandPath``), run after the safety filter on every
+RUN command, and the publisher of this arm's position report (``deploy.cell.report``) after every command sent.
+
+Reach. Where an arm can be from now on, if it sent no further command: its position bound (``StateIntake``: it holds
+the true gripper under the spec's gain range and noise) grown by the hull of the partial sums of its commands in
+flight at the gain the safety filter plans with (the spec's upper bound x ``barrier_gain_margin``), widened per axis
+by ``COUPLING_SHARE`` of the farthest partial sum (as the position bound reckons). Each runtime sends its reach after
+every command (the command included), stamped on the host's monotonic clock.
+
+The partner. Its newest report, ``age`` seconds old, grown on every axis by ``step_m`` (what one of its commands can
+add to its reach) for each command it can have sent since: ``floor(age / period) + 1`` (one command per control
+period; the one it may be deciding now included). Also always the partner's home, a keep-out box of half-width
+``home_keepout_m`` about it: a HOME moves the partner there whatever this arm does (the simulated cell teleports,
+a real arm's homing path is its own), so no arm ever plans into the other's home.
+
+The cut. With ``R(a)`` this arm's reach once command ``a`` is in flight and ``d0`` the distance (box to box,
+Euclidean, metres) from ``R(0)`` to the nearest obstacle, a command passes when ``dist(R(a), obstacles) >= target``,
+``target = min_separation_m + (1 - approach_fraction) x (d0 - min_separation_m)``: the arm closes at most
+``approach_fraction`` of the spare distance per step and never plans inside ``min_separation_m``. Otherwise the
+components that move the reach toward an obstacle are scaled down (bisection, ``CUT_ITERATIONS``) to the largest
+share that passes; if the rest alone does not pass (coupling), the whole command is scaled. A reach already closer
+than ``min_separation_m`` (``separation_inside``: after a stale spell, the ablation) lets only components that move
+away from the obstacles' centres through (the reach's coupling allowance may still grow toward them by a tenth of
+such a move; the true gap opens, and the next state's bound shows it).
+
+Why both arms together stay apart: a report made at ``t_r`` holds the partner from ``t_r`` on, plus one ``step_m``
+per command it sends after ``t_r``. Of two decisions, the later one (at ``t``) used the other arm's report of
+``t_r <= t``, grown by every command the other can have sent in ``(t_r, t]``; the earlier one's reach holds its arm
+until its next decision. So at any time the arm that decided last has kept the two reaches apart.
+
+Stale partner. No report, a report older than ``stale_s`` (the supervisor or the partner is gone or stuck), one
+stamped ahead of this host's clock, or one whose sender does not know where its arm is -> hold (``partner_stale``),
+and no HOME goes out either (the loop waits in HOLD: ``may_home``). The arm resumes on the first fresh report. Every
+cut is a reason in the tick's interventions.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from deploy.cell.layout import ARMS, CellLayout
+from deploy.cell.report import PositionReport
+from deploy.runtime.position_bound import COUPLING_SHARE
+from deploy.runtime.safety import FilterResult, SafetyLimits
+
+PARTNER_STALE = "partner_stale"  # the partner's report is missing, stale, unknown or from another clock: hold
+SEPARATION_BARRIER = "separation_barrier"  # the command was cut to keep the reaches apart
+SEPARATION_INSIDE = "separation_inside"  # the reaches were already too close: only motion away passes
+SEPARATION_NO_BOUND = "separation_no_bound"  # this arm's own bound is unknown: hold
+HOME_DEFERRED = "home_deferred_partner_stale"  # count: a HOME waited in HOLD for a fresh partner report
+SEPARATION_REASONS = (PARTNER_STALE, SEPARATION_BARRIER, SEPARATION_INSIDE, SEPARATION_NO_BOUND)
+CUT_ITERATIONS = 16  # bisection steps of a cut: the share is found to 2**-16 of the command
+FUTURE_STAMP_S = 0.002  # a partner stamp this far ahead of this host's clock is from another clock (seconds)
+DEFAULT_MIN_SEPARATION_M = 0.10  # the cell's rule: gripper centres at least this far apart (metres)
+DEFAULT_STALE_S = 0.12  # three control periods at 25 Hz (seconds)
+DEFAULT_APPROACH_FRACTION = 0.5
+DEFAULT_HOME_KEEPOUT_M = 0.03  # half-width of the box about the partner's home (metres)
+
+Box = tuple[Sequence[float], Sequence[float]]
+
+
+class ArmState(Protocol):
+    """What the barrier reads of the state intake (``StateIntake``): the bound and the newest accepted state."""
+
+    @property
+    def bounds(self) -> tuple[tuple[float, ...], tuple[float, ...]] | None: ...
+
+    @property
+    def anchor(self) -> Any: ...
+
+
+class InFlight(Protocol):
+    """What the barrier reads of the command line (``CommandLine``)."""
+
+    def in_flight(self) -> np.ndarray: ...
+
+
+class ReportLink(Protocol):
+    """What the barrier needs of its link to the supervisor (``deploy.cell.partner_link.PartnerLink``)."""
+
+    def send(self, report: PositionReport) -> None: ...
+
+    def poll(self) -> PositionReport | None: ...
+
+
+@dataclass(frozen=True)
+class SeparationConfig:
+    """The cell's separation rule as one arm's runtime applies it. Units: metres, seconds.
+
+    :param arm: this runtime's arm (0 or 1).
+    :param layout: the cell's frames (the reports are in the cell frame; this runtime works in its arm's).
+    :param min_separation_m: the smallest distance the reaches may come to (gripper centre to centre).
+    :param stale_s: the partner's report older than this -> hold.
+    :param approach_fraction: share of the spare distance the reach may close per command, in (0, 1].
+    :param partner_home_m: the partner's home (cell frame); None: no keep-out (its homing must then be safe by
+        other means).
+    :param home_keepout_m: half-width of the keep-out box about the partner's home.
+    :param enforce: cut commands (True); False only shares this arm's reports and reads the partner's, never cutting:
+        the ablation that shows what the barrier buys.
+    """
+
+    arm: int
+    layout: CellLayout
+    min_separation_m: float = DEFAULT_MIN_SEPARATION_M
+    stale_s: float = DEFAULT_STALE_S
+    approach_fraction: float = DEFAULT_APPROACH_FRACTION
+    partner_home_m: tuple[float, float, float] | None = None
+    home_keepout_m: float = DEFAULT_HOME_KEEPOUT_M
+    enforce: bool = True
+
+    def __post_init__(self) -> None:
+        if self.arm not in ARMS:
+            raise ValueError(f"arm must be one of {ARMS}, got {self.arm!r}")
+        for name in ("min_separation_m", "stale_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value}")
+        if not 0.0 < self.approach_fraction <= 1.0:
+            raise ValueError(f"approach_fraction must be in (0, 1], got {self.approach_fraction}")
+        if not (math.isfinite(self.home_keepout_m) and self.home_keepout_m >= 0):
+            raise ValueError(f"home_keepout_m must be a finite number >= 0 metres, got {self.home_keepout_m}")
+        if self.partner_home_m is not None:
+            home = tuple(float(v) for v in self.partner_home_m)
+            if len(home) != 3 or not all(map(math.isfinite, home)):
+                raise ValueError(f"partner_home_m must be three finite numbers (metres), got {self.partner_home_m}")
+            object.__setattr__(self, "partner_home_m", home)
+
+
+# Geometry -------------------------------------------------------------------------------------------------------
+def box_distance(a_low: Sequence[float], a_high: Sequence[float], b_low: Sequence[float], b_high: Sequence[float]):
+    """Euclidean distance between two axis-aligned boxes (0 when they touch or overlap), metres."""
+    total = 0.0
+    for al, ah, bl, bh in zip(a_low, a_high, b_low, b_high, strict=True):
+        gap = max(bl - ah, al - bh, 0.0)
+        total += gap * gap
+    return math.sqrt(total)
+
+
+class Reach:
+    """An arm's reach from its bound and the moves in flight (metres, at the gain upper bound), to which one more
+    move can be added cheaply (the cut tries many).
+
+    :param low: the position bound's low corner (metres).
+    :param high: its high corner.
+    :param moves: the moves in flight, oldest first (metres per axis, already at the gain upper bound).
+    :param coupling_share: per-axis widening as a share of the farthest partial sum.
+    """
+
+    def __init__(
+        self, low: Sequence[float], high: Sequence[float], moves: Sequence[Sequence[float]], coupling_share: float
+    ) -> None:
+        self.low, self.high, self.coupling = list(low), list(high), coupling_share
+        dims = len(self.low)
+        total, lo, hi, far = [0.0] * dims, [0.0] * dims, [0.0] * dims, 0.0
+        for move in moves:
+            total = [t + m for t, m in zip(total, move, strict=True)]
+            lo = [min(a, t) for a, t in zip(lo, total, strict=True)]
+            hi = [max(a, t) for a, t in zip(hi, total, strict=True)]
+            far = max(far, math.hypot(*total))
+        self._total, self._lo, self._hi, self._far = total, lo, hi, far
+
+    def box(self, move: Sequence[float] | None = None) -> tuple[list[float], list[float]]:
+        """The reach with ``move`` (metres) added after the moves in flight (None: as it is)."""
+        lo, hi, far = self._lo, self._hi, self._far
+        if move is not None:
+            total = [t + m for t, m in zip(self._total, move, strict=True)]
+            lo = [min(a, t) for a, t in zip(lo, total, strict=True)]
+            hi = [max(a, t) for a, t in zip(hi, total, strict=True)]
+            far = max(far, math.hypot(*total))
+        c = self.coupling * far
+        return (
+            [b + r - c for b, r in zip(self.low, lo, strict=True)],
+            [b + r + c for b, r in zip(self.high, hi, strict=True)],
+        )
+
+
+def nearest(box: tuple[Sequence[float], Sequence[float]], obstacles: Sequence[Box]) -> float:
+    """Distance (metres) from ``box`` to the nearest of ``obstacles`` (inf when there are none)."""
+    return min((box_distance(box[0], box[1], o[0], o[1]) for o in obstacles), default=math.inf)
+
+
+def separation_cut(
+    reach: Reach,
+    proposed: Sequence[float],
+    move_per_unit_m: float,
+    obstacles: Sequence[Box],
+    min_separation_m: float,
+    approach_fraction: float = 1.0,
+) -> tuple[list[float], str]:
+    """Cut the Cartesian command ``proposed`` (command units) so that the reach keeps its distance (module docstring).
+
+    :param reach: this arm's reach before the command.
+    :param move_per_unit_m: metres one command unit moves the arm at the gain upper bound.
+    :param obstacles: boxes (low, high; metres, this arm's frame) to keep ``min_separation_m`` from.
+    :returns: the command to send (command units) and the reason ("" when it passed unchanged).
+    """
+    command = [float(v) for v in proposed]
+    d0 = nearest(reach.box(), obstacles)
+    if not command or not any(command) or not math.isfinite(d0):
+        return command, ""
+    low0, high0 = reach.box()
+    if d0 < min_separation_m:
+        cut = list(command)
+        centre = [(a + b) / 2 for a, b in zip(low0, high0, strict=True)]
+        for o_low, o_high in obstacles:
+            if box_distance(low0, high0, o_low, o_high) >= min_separation_m:
+                continue
+            for k, (c, ol, oh) in enumerate(zip(centre, o_low, o_high, strict=True)):
+                if cut[k] * (c - (ol + oh) / 2) < 0:
+                    cut[k] = 0.0
+        return cut, (SEPARATION_INSIDE if cut != command else "")
+    target = min_separation_m + (1.0 - approach_fraction) * (d0 - min_separation_m)
+
+    def passes(candidate: list[float]) -> bool:
+        return nearest(reach.box([u * move_per_unit_m for u in candidate]), obstacles) >= target
+
+    if passes(command):
+        return command, ""
+    toward = [
+        any((u > 0 and high0[k] < o_low[k]) or (u < 0 and low0[k] > o_high[k]) for o_low, o_high in obstacles)
+        for k, u in enumerate(command)
+    ]
+
+    def toward_scaled(share: float) -> list[float]:
+        return [u * share if t else u for u, t in zip(command, toward, strict=True)]
+
+    def scaled(share: float) -> list[float]:
+        return [u * share for u in command]
+
+    shape = toward_scaled if any(toward) and passes(toward_scaled(0.0)) else scaled
+    lo, hi = 0.0, 1.0
+    for _ in range(CUT_ITERATIONS):
+        mid = (lo + hi) / 2
+        if passes(shape(mid)):
+            lo = mid
+        else:
+            hi = mid
+    return shape(lo), SEPARATION_BARRIER
+
+
+# The part ----------------------------------------------------------------------------------------------------------
+class SeparationBarrier:
+    """One arm's separation barrier and report publisher (module docstring). Owns its report numbering, the partner's
+    newest report (through ``link``) and its counts.
+
+    :param config: the separation rule.
+    :param link: the supervisor link (``PartnerLink``).
+    :param clock: the host's monotonic clock (seconds), the one the reports are stamped on.
+    """
+
+    def __init__(self, config: SeparationConfig, link: ReportLink, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.link = link
+        self._clock = clock
+        self.counts: Counter[str] = Counter()
+        self._seq = 0
+        self._limits: SafetyLimits | None = None
+        self._intake: ArmState | None = None
+        self._line: InFlight | None = None
+        self._home: Box | None = None
+        if config.partner_home_m is not None:
+            k = config.home_keepout_m
+            home = config.layout.point_to_cell(config.arm, config.partner_home_m)  # the map is its own inverse
+            self._home = (tuple(h - k for h in home), tuple(h + k for h in home))
+
+    def attach(
+        self,
+        limits: SafetyLimits,
+        period_s: float,
+        position_slice: tuple[int, int],
+        intake: ArmState,
+        line: InFlight,
+    ) -> None:
+        """Connect to the controller's parts: the filter's limits, the control period (seconds), where the gripper
+        position sits in a state, the state intake (this arm's bound and newest accepted state) and the command line
+        (the commands in flight)."""
+        self._limits = limits
+        self._period_s = float(period_s)
+        self._where = slice(*position_slice)
+        self._intake, self._line = intake, line
+        dims = limits.position_dims
+        self._dims = dims
+        # at the gain the safety filter plans with (the spec's bound times its barrier_gain_margin: a faster motor)
+        self.move_per_unit_m = limits.action_scale_m * limits.actuator_gain_max * limits.barrier_gain_margin
+        self.step_m = self.move_per_unit_m * limits.max_action * (1.0 + COUPLING_SHARE * math.sqrt(dims))
+
+    @property
+    def attached(self) -> bool:
+        return self._limits is not None
+
+    # The partner ---------------------------------------------------------------------------------------------
+    def partner(self) -> tuple[PositionReport | None, float]:
+        """The partner's newest report if it can be planned with, and its age (seconds; inf when there is none)."""
+        report = self.link.poll()
+        if report is None:
+            return None, math.inf
+        age = report.age_s(self._clock())
+        if not report.known or age > self.config.stale_s or age < -FUTURE_STAMP_S:
+            return None, age
+        return report, age
+
+    def partner_position(self) -> tuple[float, ...] | None:
+        """The partner's newest checked gripper position in this arm's frame (metres), however old; None before the
+        first report. What a cell policy reads as the partner (the barrier, not the policy, judges its age)."""
+        report = self.link.poll()
+        if report is None or not report.known:
+            return None
+        return self.config.layout.point_to_cell(self.config.arm, report.position)
+
+    def obstacles(self, report: PositionReport, age_s: float) -> list[Box]:
+        """The partner's reach grown by the commands it can have sent since its report, and its home (arm frame)."""
+        n = math.floor(max(age_s, 0.0) / report.period_s) + 1
+        grow = n * report.step_m
+        low, high = self.config.layout.box_to_cell(self.config.arm, report.low, report.high)
+        boxes: list[Box] = [([v - grow for v in low], [v + grow for v in high])]
+        if self._home is not None:
+            boxes.append(self._home)
+        return boxes
+
+    def may_home(self) -> bool:
+        """Whether this arm may home now: the partner's report is fresh (or the barrier is off, the ablation)."""
+        if not self.config.enforce or self.partner()[0] is not None:
+            return True
+        self.counts[HOME_DEFERRED] += 1
+        return False
+
+    # The cut -------------------------------------------------------------------------------------------------
+    def cut(self, result: FilterResult, bound: Any) -> FilterResult:
+        """The filter's ``result`` for one RUN command, cut by the separation rule (``bound``: this arm's position
+        bound, low and high, metres, or None)."""
+        if result.stop or not self.config.enforce:
+            return result
+        dims = self._dims
+        action = result.action
+        report, age = self.partner()
+        if report is None:
+            self.counts[PARTNER_STALE] += 1
+            return FilterResult(np.zeros_like(action), (*result.reasons, PARTNER_STALE), False)
+        if bound is None:
+            self.counts[SEPARATION_NO_BOUND] += 1
+            return FilterResult(np.zeros_like(action), (*result.reasons, SEPARATION_NO_BOUND), False)
+        scale = self.move_per_unit_m
+        moves = (self._line.in_flight()[:, :dims] * scale).tolist()  # type: ignore[union-attr]
+        reach = Reach(bound[0], bound[1], moves, COUPLING_SHARE)
+        proposed = action[:dims].tolist()
+        cut, reason = separation_cut(
+            reach,
+            proposed,
+            scale,
+            self.obstacles(report, age),
+            self.config.min_separation_m,
+            self.config.approach_fraction,
+        )
+        if not reason:
+            return result
+        self.counts[reason] += 1
+        out = action.copy()
+        out[:dims] = cut
+        return FilterResult(out, (*result.reasons, reason), False)
+
+    # Publishing ----------------------------------------------------------------------------------------------
+    def sent(self, command: np.ndarray) -> None:
+        """A command went out (any mode): send this arm's reach, that command included, to the supervisor."""
+        if self._limits is None:
+            return
+        self._seq += 1
+        intake = self._intake
+        bounds, anchor = intake.bounds, intake.anchor  # type: ignore[union-attr]
+        layout, arm = self.config.layout, self.config.arm
+        period = self._period_s
+        if bounds is None or anchor is None:
+            zero = (0.0, 0.0, 0.0)
+            report = PositionReport(arm, self._seq, self._clock(), False, zero, zero, zero, self.step_m, period)
+        else:
+            moves = (self._line.in_flight()[:, : self._dims] * self.move_per_unit_m).tolist()  # type: ignore[union-attr]
+            low, high = Reach(bounds[0], bounds[1], moves, COUPLING_SHARE).box()
+            low, high = layout.box_to_cell(arm, low, high)
+            where = layout.point_to_cell(arm, anchor.state[self._where].tolist())
+            report = PositionReport(arm, self._seq, self._clock(), True, low, high, where, self.step_m, period)
+        self.link.send(report)
+        self.counts["reports_sent"] += 1

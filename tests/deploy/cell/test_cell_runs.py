@@ -1,0 +1,161 @@
+"""Both arms' runtimes and the supervisor on the simulated cell, over real ptys and loopback UDP, judged by the
+physics (the true gripper distance at every 2 ms substep): adversaries driven at each other are kept apart and the
+barrier's interventions are counted; without the barrier they collide; with the supervisor killed mid-run both arms
+hold and nothing moves until it is back."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deploy.cell.arm_runtime import cell_arm_runtime
+from deploy.cell.policy_input import cell_arm_contract
+from deploy.cell.scripted import Adversary, GoalSeeker
+from deploy.cell.supervisor import CellSupervisor
+from deploy.contract import fetch_reach_contract
+from deploy.robot_spec import load_robot_spec
+from deploy.runtime.goals import GoalSource
+from deploy.runtime.loop_config import LoopConfig
+from deploy.runtime.separation import PARTNER_STALE, SEPARATION_BARRIER, SEPARATION_INSIDE, SeparationConfig
+from deploy.wire import CommandMsg
+from envs.sim_cell_robot import SimCellRobot, cell_goals
+
+STALE_S = 0.12
+DELAY_STEPS = 2
+HOLD_SAG_M = 0.005  # how far a held arm may drift over the second without a supervisor (metres)
+RUN_TIMEOUT_S = 120.0  # a run that has not ended by then is a hang (never reached when all is well)
+
+
+def run_cell(
+    cell: SimCellRobot,
+    policy: Callable[[Any], Any],
+    supervisor: tuple[str, int],
+    episodes: int,
+    steps: int,
+    enforce: bool = True,
+    during: Callable[[], None] | None = None,
+) -> list:
+    """Run both arms' runtimes (threads) to the end of their goals; ``during`` runs meanwhile on this thread."""
+    spec = load_robot_spec()
+    contract = fetch_reach_contract(spec.delay_range[1])
+    goals = cell_goals(5000, episodes)
+    runtimes = []
+    for arm in (0, 1):
+        separation = SeparationConfig(
+            arm, cell.layout(), stale_s=STALE_S, partner_home_m=cell.home_m(1 - arm), enforce=enforce
+        )
+        runtimes.append(
+            cell_arm_runtime(
+                cell.port_names[arm],
+                contract,
+                policy(cell_arm_contract(contract)),
+                spec,
+                GoalSource(goals[:, arm]),
+                separation,
+                supervisor,
+                LoopConfig(max_episode_steps=steps),
+            )
+        )
+    reports: list = [None, None]
+    threads = [threading.Thread(target=lambda i=i: reports.__setitem__(i, runtimes[i].run())) for i in (0, 1)]
+    for thread in threads:
+        thread.start()
+    if during is not None:
+        during()
+    for thread in threads:
+        thread.join(RUN_TIMEOUT_S)
+    assert not any(thread.is_alive() for thread in threads), "a runtime did not end"
+    return [(report, runtime.barrier) for report, runtime in zip(reports, runtimes, strict=True)]
+
+
+@pytest.fixture
+def cell_and_supervisor():
+    cell = SimCellRobot(min_separation_m=0.1).start()
+    supervisor = CellSupervisor(port=0, stale_s=STALE_S).start()
+    yield cell, supervisor
+    supervisor.stop()
+    cell.stop()
+
+
+def test_adversaries_are_kept_apart_by_the_barrier(cell_and_supervisor) -> None:
+    cell, supervisor = cell_and_supervisor
+    results = run_cell(cell, Adversary, supervisor.address, episodes=2, steps=40)
+    truth = cell.separation.summary()
+    assert truth["violation_steps"] == 0 and truth["contact_steps"] == 0
+    assert truth["closest_m"] < 0.25  # they did drive at each other (start 0.3 m apart)
+    for report, barrier in results:
+        cuts = report.interventions.get(SEPARATION_BARRIER, 0) + report.interventions.get(SEPARATION_INSIDE, 0)
+        assert cuts > 0 and cuts == barrier.counts[SEPARATION_BARRIER] + barrier.counts[SEPARATION_INSIDE]
+        assert len(report.episodes) == 2
+
+
+def test_without_the_barrier_adversaries_collide(cell_and_supervisor) -> None:
+    cell, supervisor = cell_and_supervisor
+    results = run_cell(cell, Adversary, supervisor.address, episodes=1, steps=40, enforce=False)
+    assert cell.separation.summary()["violation_steps"] > 0
+    for report, _ in results:
+        assert SEPARATION_BARRIER not in report.interventions and SEPARATION_INSIDE not in report.interventions
+
+
+def _supervisor_process(port: int) -> subprocess.Popen:
+    args = [sys.executable, "-m", "deploy.cell.supervisor", "--port", str(port), "--stale-s", str(STALE_S)]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    assert "cell supervisor on" in process.stdout.readline()
+    return process
+
+
+def _wait_steps(cell: SimCellRobot, steps: int) -> None:
+    """Wait until the cell has stepped ``steps`` more control steps."""
+    target = cell.steps + steps
+    while cell.steps < target:
+        time.sleep(cell.period_s)
+
+
+def test_a_killed_supervisor_holds_both_arms_until_it_is_back() -> None:
+    probe = CellSupervisor(port=0)
+    port = probe.address[1]
+    probe.stop()
+    cell = SimCellRobot().start()
+    events: dict[str, float] = {}
+    process = _supervisor_process(port)
+
+    def kill_and_restart() -> None:
+        nonlocal process
+        _wait_steps(cell, 30)  # both arms are in their first episode, moving toward their goals
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        events["killed"] = time.monotonic()
+        _wait_steps(cell, 25)  # a second without the supervisor
+        events["back"] = time.monotonic()
+        process = _supervisor_process(port)
+
+    try:
+        results = run_cell(cell, GoalSeeker, ("127.0.0.1", port), episodes=3, steps=45, during=kill_and_restart)
+    finally:
+        process.kill()
+        process.wait()
+        cell.stop()
+    # from when the partner's report went stale (plus the commands still in the delay line) until it came back
+    held_from = events["killed"] + STALE_S + (DELAY_STEPS + 2) * cell.period_s
+    for arm, robot in enumerate(cell.robots):
+        commands = [(t, m.action) for t, m, heard in robot.received if heard and isinstance(m, CommandMsg)]
+        held = [a for t, a in commands if held_from <= t <= events["back"]]
+        assert held and not np.any([a[:3] for a in held]), f"arm {arm} was commanded to move while stale"
+        assert any(np.any(a[:3]) for t, a in commands if t > events["back"]), f"arm {arm} never resumed"
+        steps = [i for i, t in enumerate(cell.step_times) if held_from + cell.period_s <= t <= events["back"]]
+        positions = np.array([robot.trace[i] for i in steps])
+        # a held Fetch arm sags about 0.1 mm a step (its mocap follows the weld); one commanded step moves up to 37 mm
+        assert np.abs(positions - positions[0]).max() < HOLD_SAG_M, f"arm {arm} moved while its partner was stale"
+        assert robot.counts["homes"] == 3  # every episode ran after all
+    for report, barrier in results:
+        assert barrier.counts[PARTNER_STALE] > 0
+        assert report.interventions.get(PARTNER_STALE, 0) == barrier.counts[PARTNER_STALE]
+    assert cell.separation.summary()["separation_steps"] == 0

@@ -1,0 +1,263 @@
+"""The separation barrier alone: its geometry (never plans inside the separation, cuts only shrink a command), the
+partner's report growing with its age, the partner's home kept out, a stale or unknown partner holding the arm, and
+two barriers keeping two point arms apart under random timing and actuator gains (the argument of the module
+docstring, run)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deploy.cell.layout import CellLayout
+from deploy.cell.report import PositionReport
+from deploy.runtime.position_bound import COUPLING_SHARE
+from deploy.runtime.safety import CLIP, FilterResult, SafetyLimits
+from deploy.runtime.separation import (
+    PARTNER_STALE,
+    SEPARATION_BARRIER,
+    SEPARATION_INSIDE,
+    Reach,
+    SeparationBarrier,
+    SeparationConfig,
+    box_distance,
+    nearest,
+    separation_cut,
+)
+
+MIN_SEP = 0.1
+MOVE = 0.05  # metres per command unit at the gain bound
+LAYOUT = CellLayout((1.0, 0.0))  # arm 1 stands mirrored through (1, 0)
+PERIOD = 0.04
+# 1 m box each way, 0.05 m per unit at gain 1: the filter's own limits do not interfere
+LIMITS = SafetyLimits((-5.0, -5.0, -5.0), (5.0, 5.0, 5.0), max_action_rate=2.0, action_scale_m=0.05)
+
+
+def test_box_distance_spelled_out() -> None:
+    # 0.3 apart on x, 0.4 on y, overlapping on z: sqrt(0.09 + 0.16) = 0.5
+    assert box_distance((0, 0, 0), (1, 1, 1), (1.3, 1.4, 0.5), (2, 2, 2)) == pytest.approx(0.5)
+    assert box_distance((0, 0, 0), (1, 1, 1), (0.5, 0.5, 0.5), (2, 2, 2)) == 0.0
+
+
+def test_reach_is_the_hull_of_the_partial_sums_widened_by_coupling() -> None:
+    # moves +0.04 then -0.1 on x: partial sums 0.04, -0.06; farthest 0.06 -> coupling 0.1 x 0.06 = 0.006 every axis
+    reach = Reach((0, 0, 0), (0.01, 0, 0), [[0.04, 0, 0], [-0.1, 0, 0]], COUPLING_SHARE)
+    low, high = reach.box()
+    assert low == pytest.approx([-0.066, -0.006, -0.006])
+    assert high == pytest.approx([0.056, 0.006, 0.006])
+    low, high = reach.box([0.0, 0.0, 0.02])  # one more move: sum (-0.06, 0, 0.02)
+    assert high[2] == pytest.approx(0.02 + COUPLING_SHARE * math.hypot(0.06, 0.02))
+
+
+def test_a_command_toward_the_obstacle_is_cut_to_the_target() -> None:
+    # the reach is a point at 0; obstacle from x = 0.3: d0 = 0.3, target 0.1 + 0.5 x 0.2 = 0.2 -> at most 0.1 m on x,
+    # less the coupling of the move (0.1 x move): 1.1 x 0.05 x a <= 0.1 -> a = 1.818..., clipped by the proposal 1
+    reach = Reach((0, 0, 0), (0, 0, 0), [], COUPLING_SHARE)
+    obstacle = ((0.3, -1, -1), (1, 1, 1))
+    cut, reason = separation_cut(reach, [1.0, 0.0, 0.0], MOVE, [obstacle], MIN_SEP, 0.5)
+    assert (cut, reason) == ([1.0, 0.0, 0.0], "")
+    # ten times the step: 0.5 m per unit -> 1.1 x 0.5 x a <= 0.1 -> a = 0.1818
+    cut, reason = separation_cut(reach, [1.0, 0.3, 0.0], 0.5, [obstacle], MIN_SEP, 0.5)
+    assert reason == SEPARATION_BARRIER
+    assert cut[1] == 0.3  # the side move does not approach the obstacle: it is kept
+    assert nearest(reach.box([u * 0.5 for u in cut]), [obstacle]) == pytest.approx(0.2, abs=1e-4)
+
+
+def test_inside_the_separation_only_moves_away_pass() -> None:
+    reach = Reach((0, 0, 0), (0, 0, 0), [], COUPLING_SHARE)
+    obstacle = ((0.05, -1, -1), (1, 1, 1))  # centre at x 0.525, y 0, z 0
+    cut, reason = separation_cut(reach, [0.5, 0.2, -0.3], MOVE, [obstacle], MIN_SEP, 0.5)
+    assert reason == SEPARATION_INSIDE
+    assert cut == [0.0, 0.2, -0.3]  # x toward it is dropped; y, z (the obstacle's centre is at 0) are away or level
+    cut, reason = separation_cut(reach, [-0.5, 0.0, 0.0], MOVE, [obstacle], MIN_SEP, 0.5)
+    assert (cut, reason) == ([-0.5, 0.0, 0.0], "")
+
+
+boxes = st.tuples(
+    st.lists(st.floats(-0.5, 0.5), min_size=3, max_size=3), st.lists(st.floats(0.0, 0.1), min_size=3, max_size=3)
+)
+commands = st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    own=boxes,
+    other=boxes,
+    in_flight=st.lists(commands, max_size=3),
+    proposed=commands,
+    fraction=st.floats(0.1, 1.0),
+)
+def test_never_plans_inside_the_separation(own, other, in_flight, proposed, fraction) -> None:
+    low = own[0]
+    high = [lo + w for lo, w in zip(*own, strict=True)]
+    o_low = other[0]
+    o_high = [lo + w for lo, w in zip(*other, strict=True)]
+    reach = Reach(low, high, [[u * MOVE for u in c] for c in in_flight], COUPLING_SHARE)
+    d0 = nearest(reach.box(), [(o_low, o_high)])
+    cut, _ = separation_cut(reach, proposed, MOVE, [(o_low, o_high)], MIN_SEP, fraction)
+    for c, p in zip(cut, proposed, strict=True):  # a cut only shrinks a component toward 0, never flips it
+        assert abs(c) <= abs(p) + 1e-12 and c * p >= 0
+    after = nearest(reach.box([u * MOVE for u in cut]), [(o_low, o_high)])
+    if d0 >= MIN_SEP:
+        assert after >= MIN_SEP + (1 - fraction) * (d0 - MIN_SEP) - 1e-9
+    else:  # inside: only moves away from the obstacle's centre pass (their coupling aside, they open the gap)
+        centre = [(a + b) / 2 for a, b in zip(*reach.box(), strict=True)]
+        for c, mine, lo, hi in zip(cut, centre, o_low, o_high, strict=True):
+            assert c * (mine - (lo + hi) / 2) >= 0
+
+
+# The part, with in-memory stand-ins for its link and the controller's parts ------------------------------------
+class Board:
+    """An in-memory supervisor: each arm's newest report."""
+
+    def __init__(self) -> None:
+        self.reports: dict[int, PositionReport] = {}
+
+
+class BoardLink:
+    def __init__(self, arm: int, board: Board) -> None:
+        self.arm, self.board = arm, board
+
+    def send(self, report: PositionReport) -> None:
+        self.board.reports[self.arm] = report
+
+    def poll(self) -> PositionReport | None:
+        return self.board.reports.get(1 - self.arm)
+
+
+class State:
+    def __init__(self, position: list[float]) -> None:
+        self.state = np.array(position + [0.0] * 7)
+
+
+class Intake:
+    def __init__(self, position: list[float] | None) -> None:
+        self.set(position)
+
+    def set(self, position: list[float] | None) -> None:
+        self.anchor = None if position is None else State(position)
+        self.bounds = None if position is None else (tuple(position), tuple(position))
+
+
+class Line:
+    def __init__(self) -> None:
+        self.commands: list[list[float]] = []
+
+    def in_flight(self) -> np.ndarray:
+        return np.array(self.commands, dtype=np.float64).reshape(-1, 4)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def make_arm(arm: int, board: Board, clock: Clock, position: list[float] | None, **kwargs) -> tuple:
+    config = SeparationConfig(arm, LAYOUT, min_separation_m=MIN_SEP, **kwargs)
+    barrier = SeparationBarrier(config, BoardLink(arm, board), clock)
+    intake, line = Intake(position), Line()
+    barrier.attach(LIMITS, PERIOD, (0, 3), intake, line)
+    return barrier, intake, line
+
+
+def result(action: list[float], *reasons: str) -> FilterResult:
+    return FilterResult(np.array(action, dtype=np.float64), reasons, False)
+
+
+def test_a_stale_missing_or_unknown_partner_holds_and_a_fresh_one_resumes() -> None:
+    board, clock = Board(), Clock()
+    arm0, intake0, _ = make_arm(0, board, clock, [0.0, 0.0, 0.0], stale_s=0.12)
+    arm1, intake1, _ = make_arm(1, board, clock, None)
+    move = result([0.5, 0.0, 0.0, 0.0], CLIP)
+    bound = intake0.bounds
+    held = arm0.cut(move, bound)  # no report from arm 1 yet
+    assert held.reasons == (CLIP, PARTNER_STALE) and not held.action.any()
+    arm1.sent(np.zeros(4))  # arm 1 does not know where it is: known=False
+    assert arm0.cut(move, bound).reasons[-1] == PARTNER_STALE
+    intake1.set([1.0, 0.0, 0.0])  # arm 1's frame; the cell frame's (1, 0, 0) too (the centre maps to itself)
+    clock.t += 0.001
+    arm1.sent(np.zeros(4))
+    # arm 1 at cell (1, 0, 0): 1 m from arm 0; a 0.025 m move passes
+    assert arm0.cut(move, bound).reasons == (CLIP,)
+    clock.t += 0.121  # older than stale_s
+    assert arm0.cut(move, bound).reasons[-1] == PARTNER_STALE
+    clock.t -= 0.2  # a stamp from the future: not this host's clock
+    assert arm0.cut(move, bound).reasons[-1] == PARTNER_STALE
+    clock.t += 0.1  # age 0.02 s: fresh again, the arm resumes
+    assert arm0.cut(move, bound).reasons == (CLIP,)
+    assert arm0.counts[PARTNER_STALE] == 4
+
+
+def test_the_partner_grows_with_its_age_and_its_home_is_kept_out() -> None:
+    board, clock = Board(), Clock()
+    home = (1.5, 0.0, 0.0)  # arm 1's home in the cell frame
+    arm0, _, _ = make_arm(0, board, clock, [0.0, 0.0, 0.0], partner_home_m=home, home_keepout_m=0.02)
+    arm1, _, _ = make_arm(1, board, clock, [1.0, 0.0, 0.0])  # cell (1, 0, 0)
+    arm1.sent(np.zeros(4))
+    report = board.reports[1]
+    step = 0.05 * 1.0 * (1 + COUPLING_SHARE * math.sqrt(3))  # scale x gain bound x max action, widened
+    assert report.step_m == pytest.approx(step)
+    for age, n in ((0.0, 1), (0.039, 1), (0.04, 2), (0.1, 3)):
+        partner, home_box = arm0.obstacles(report, age)
+        assert partner[0][0] == pytest.approx(1.0 - n * step)
+    assert home_box[0] == pytest.approx((1.48, -0.02, -0.02)) and home_box[1] == pytest.approx((1.52, 0.02, 0.02))
+    # arm 1 sees arm 0's home (given in the cell frame) in its own frame: mirrored through (1, 0)
+    arm1b, _, _ = make_arm(1, Board(), clock, [1.0, 0.0, 0.0], partner_home_m=(0.0, 0.0, 0.0), home_keepout_m=0.0)
+    assert arm1b._home == ((2.0, 0.0, 0.0), (2.0, 0.0, 0.0))
+
+
+def test_the_ablation_shares_but_never_cuts() -> None:
+    board, clock = Board(), Clock()
+    arm0, intake0, _ = make_arm(0, board, clock, [0.0, 0.0, 0.0], enforce=False)
+    move = result([1.0, 0.0, 0.0, 0.0])
+    assert arm0.cut(move, intake0.bounds) is move  # no partner at all, yet nothing is cut
+    arm0.sent(np.zeros(4))
+    assert board.reports[0].known and board.reports[0].low == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_two_barriers_keep_two_point_arms_apart(seed: int) -> None:
+    """Two point arms driven straight at each other, each through its barrier: each decides at a random moment of
+    every period (either may go first), from the other's newest report; each command is applied two periods later
+    with a random gain up to the bound, along a straight line over the period. The true distance never falls below
+    the separation (checked at 20 points of every period)."""
+    rng = np.random.default_rng(seed)
+    board, clock = Board(), Clock()
+    start = ([0.0, 0.0, 0.0], [0.6, 0.05, 0.0])  # each in its own frame: arm 1's (0.6, 0.05) is cell (1.4, -0.05)
+    arms = [make_arm(arm, board, clock, list(start[arm])) for arm in (0, 1)]
+    true = [np.array(LAYOUT.point_to_cell(arm, start[arm])) for arm in (0, 1)]
+    t0 = clock.t
+    for barrier, _, line in arms:
+        line.commands = [[0.0] * 4, [0.0] * 4]
+        barrier.sent(np.zeros(4))
+    closest = math.inf
+    cut_seen = 0
+    for period in range(60):
+        for arm in rng.permutation(2):
+            barrier, intake, line = arms[arm]
+            clock.t = t0 + (period + rng.uniform(0.0, 0.99)) * PERIOD
+            intake.set(list(LAYOUT.point_to_cell(arm, true[arm])))
+            partner = np.array(LAYOUT.point_to_cell(arm, true[1 - arm]))
+            toward = partner - np.array(intake.bounds[0])
+            proposal = result([*(toward / max(np.abs(toward).max(), 1e-9)), 0.0])
+            out = barrier.cut(proposal, intake.bounds)
+            cut_seen += SEPARATION_BARRIER in out.reasons or SEPARATION_INSIDE in out.reasons
+            line.commands.append(out.action.tolist())
+            barrier.sent(out.action)
+        gains = rng.uniform(0.2, 1.0, size=(2, 3))
+        moves = []
+        for arm, (_, _, line) in enumerate(arms):
+            applied = np.array(line.commands.pop(0)[:3]) * 0.05 * gains[arm]
+            moves.append(np.array(LAYOUT.point_to_cell(arm, applied)) - np.array(LAYOUT.point_to_cell(arm, [0, 0, 0])))
+        for s in np.linspace(0.0, 1.0, 20):
+            closest = min(closest, float(np.linalg.norm(true[0] + s * moves[0] - true[1] - s * moves[1])))
+        true = [true[0] + moves[0], true[1] + moves[1]]
+    assert closest >= MIN_SEP
+    assert cut_seen > 0
+    assert closest < MIN_SEP + 0.1  # they did come close: the barrier, not distance, kept them apart
