@@ -38,13 +38,13 @@ import numpy as np
 from deploy.cell.layout import CellLayout
 from deploy.contract import ActionHistory, apply_delay, fetch_reach_contract
 from deploy.robot_spec import RobotSpec, as_robot_spec
+from deploy.runtime.separation import DEFAULT_MIN_SEPARATION_M
 from deploy.wire import LinkError
 from envs.cell_scene import CellScene
 from envs.sim_faults import SimFaults
 from envs.sim_robot import TRACE_LEN, SimRobot
 from envs.two_arm_cell import TwoArmCellEnv
 
-DEFAULT_MIN_SEPARATION_M = 0.10  # the cell's rule (TwoArmCellEnv's default), metres
 VIOLATIONS_KEPT = 10_000  # violation records kept for the report
 
 

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from deploy.cell.layout import ARMS
 from deploy.cell.partner_link import LOOPBACK, MAX_DATAGRAM
 from deploy.cell.report import PositionReport, ReportError, decode_report
+from deploy.runtime.separation import DEFAULT_STALE_S
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PORT = 47100
-DEFAULT_STALE_S = 0.12  # three control periods at 25 Hz
 POLL_S = 0.01  # longest wait for a datagram, so stop() acts promptly (seconds)
 
 
