@@ -48,6 +48,11 @@ MIN_SENT_CAPACITY = 64  # commands remembered for matching the robot's reported 
 UNREPORTED_APPLIED_EXTRA = 2  # without a reported line: commands beyond the delay that one state may reflect
 
 
+def newest_listed(pending: tuple[int, ...]) -> int | None:
+    """The newest command (sequence number) a reported delay line lists; None for a line of holds only (or none)."""
+    return next((seq for seq in reversed(pending) if seq != HOLD_SEQ), None)
+
+
 class CommandLine:
     """Sent commands, the robot's reported delay line, the policy's history and the displacement in flight.
 
@@ -86,7 +91,7 @@ class CommandLine:
     def round_trip_s(self, pending: tuple[int, ...], t_in: float) -> float | None:
         """Seconds from sending the newest command in ``pending`` to receiving the state that first reports it
         (None when there is no new one): the link's round trip, including the robot's wait for its next step."""
-        newest = next((seq for seq in reversed(pending) if seq != HOLD_SEQ), None)
+        newest = newest_listed(pending)
         if newest is None or newest not in self._sent:
             return None
         if self._timed_seq is not None and not seq_newer(newest, self._timed_seq):
@@ -236,20 +241,36 @@ class CommandLine:
     ) -> list[tuple[int, list[float] | None]]:
         """The commands that may have been applied between two states, oldest first, as (sequence number, move in
         command units of the first ``position_dims`` components; None for a command this loop no longer remembers):
-        the set ``applied_length`` sums. Without reported lines, the commands sent after ``sent_after``. A command sent
-        after the newer state was made is listed too (it may be in flight): the caller counts each number once."""
+        the set ``applied_length`` sums (``_maybe_applied``). Without reported lines, the commands sent after
+        ``sent_after``."""
         sent_table = self._sent
         dims = self.position_dims
         if not (old_pending or new_pending):
             return [(seq, sent_table[seq].command[:dims].tolist()) for seq in reversed(self._sent_after(sent_after))]
-        still = set(new_pending)
         moves: list[tuple[int, list[float] | None]] = []
-        for seq in dict.fromkeys([*old_pending, *reversed(self._sent_after(sent_after))]):
-            if seq == HOLD_SEQ or seq in still:
-                continue
+        for seq in self._maybe_applied(old_pending, new_pending, sent_after):
             sent = sent_table.get(seq)
             moves.append((seq, None if sent is None else sent.command[:dims].tolist()))
         return moves
+
+    def _maybe_applied(
+        self, old_pending: tuple[int, ...], new_pending: tuple[int, ...], sent_after: int | None
+    ) -> list[int]:
+        """Sequence numbers, oldest first, of the commands that may have been applied between two states with these
+        reported lines: those in the old line or sent after ``sent_after`` (the newest command the robot had when
+        the old state was made; None: none) that the new line no longer lists, and no newer than the newest command
+        it lists. A line is applied from the front (``not_fifo``), so a command newer than every command the new
+        line lists had not reached the robot when it made that state; counted now, it would enter the reckoning
+        before the older commands it follows and the reckoned path would run the wrong way. A new line of holds
+        only bounds nothing: every command sent after ``sent_after`` may have come and gone."""
+        still = set(new_pending)
+        newest = newest_listed(new_pending)
+        candidates = dict.fromkeys([*old_pending, *reversed(self._sent_after(sent_after))])
+        return [
+            seq
+            for seq in candidates
+            if seq != HOLD_SEQ and seq not in still and (newest is None or not seq_newer(seq, newest))
+        ]
 
     @property
     def largest_command(self) -> float:
@@ -260,20 +281,16 @@ class CommandLine:
         self, old_pending: tuple[int, ...], new_pending: tuple[int, ...], sent_after: int | None
     ) -> float:
         """Summed Euclidean length (command units, the first ``position_dims`` components) of the commands that may
-        have been applied between two states with these reported lines: those in the old line or sent after
-        ``sent_after`` (the last command sent before the old state was taken; None: none) that are no longer in the
-        new line. A command this loop no longer remembers counts as the largest possible, both ways. Without
-        reported lines, any of the last ``delay_steps + UNREPORTED_APPLIED_EXTRA`` commands sent may have been
-        applied. The lengths were taken when the commands were sent, so this is a few additions per state."""
+        have been applied between two states with these reported lines (``_maybe_applied``). A command this loop no
+        longer remembers counts as the largest possible, both ways. Without reported lines, any of the last
+        ``delay_steps + UNREPORTED_APPLIED_EXTRA`` commands sent may have been applied. The lengths were taken when
+        the commands were sent, so this is a few additions per state."""
         sent_table = self._sent
         if not (old_pending or new_pending):
             recent = list(sent_table.values())[-(self.delay_steps + UNREPORTED_APPLIED_EXTRA) :]
             return sum(sent.length for sent in recent)
-        still = set(new_pending)
         total = 0.0
-        for seq in dict.fromkeys([*old_pending, *self._sent_after(sent_after)]):
-            if seq == HOLD_SEQ or seq in still:
-                continue
+        for seq in self._maybe_applied(old_pending, new_pending, sent_after):
             sent = sent_table.get(seq)
             total += self._unknown_length if sent is None else sent.length
         return total

@@ -21,7 +21,7 @@ from collections import Counter
 from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
 from deploy.runtime.block_check import BLOCK_OFF_TABLE, BlockCheck
-from deploy.runtime.command_line import CommandLine
+from deploy.runtime.command_line import CommandLine, newest_listed
 from deploy.runtime.loop_config import LoopConfig
 from deploy.runtime.position_bound import DEFAULT_MAX_UNCONFIRMED_M, MIN_CONFIRM_M, MOTION_UNCONFIRMED, PositionBound
 from deploy.runtime.rejection_window import RejectionWindow
@@ -120,7 +120,7 @@ class StateIntake:
             f"{config.rejection_window_states}"
         )
         self.anchor: StateMsg | None = None  # the last accepted state
-        self._anchor_sent_seq: int | None = None  # the newest command sent when the anchor was accepted
+        self._anchor_sent_seq: int | None = None  # the newest command the robot had when it made the anchor
         self.last_valid_t = -math.inf  # local time the newest accepted state was made (estimated, seconds)
         self.in_a_row = 0  # rejected states in a row
         self.to_note: tuple[float, StateMsg, Verdict] | None = None  # accepted: its bookkeeping after the answer
@@ -191,8 +191,17 @@ class StateIntake:
         applied = line.applied_length(old_pending, msg.pending, self._anchor_sent_seq)
         homed = bool(msg.flags & HOMED)
         for_sure = line.applied_for_sure(old_pending, msg.pending)
+        # The checker measures motion from its own anchor, which a state it accepted and this intake then rejected
+        # (beside_commands, a block fault) has moved past this intake's: what the arm must have followed is counted
+        # from that same state, or honest states fall short of moves made before it.
+        checker_anchor = self.checker.anchor
+        checker_for_sure = (
+            for_sure
+            if checker_anchor is None or checker_anchor.pending == old_pending
+            else line.applied_for_sure(checker_anchor.pending, msg.pending)
+        )
         home_expected = self.checker.home_expected  # before the check: a HOMED state accepted ends it
-        verdict = self.checker.check(msg, t_in, applied, homed, prompts, for_sure)
+        verdict = self.checker.check(msg, t_in, applied, homed, prompts, checker_for_sure)
         if verdict.kind == HOMED_OFF_HOME and self.home_doubt_m >= HOME_DOUBT_M:
             return self._rejected(Verdict(False, HOME_NOT_REACHED))
         if verdict.accepted and homed:
@@ -210,7 +219,12 @@ class StateIntake:
             if self.block is not None:
                 self.block.accept(msg.state.tolist())
             self.anchor = msg
-            self._anchor_sent_seq = line.last_sent_seq
+            # The newest command its line lists: any sent after it may still have been on the way (FIFO). For a line
+            # of holds only (a HOMED state: the robot dropped what it had), the newest command sent: one still on
+            # the way that came and went unseen is then missing from the reckoning, which rejects (never accepts)
+            # the motion it made.
+            listed = newest_listed(msg.pending)
+            self._anchor_sent_seq = line.last_sent_seq if listed is None else listed
             self.last_valid_t = self.checker.robot_time_local(msg.t_s)
             self.to_note = (t_in, msg, verdict)
             return verdict

@@ -169,3 +169,23 @@ def test_a_line_must_list_its_commands_in_the_order_they_were_sent(pending, out_
 )
 def test_a_line_must_follow_from_the_previous_one_as_a_fifo(old, new, relisted) -> None:
     assert CommandLine.not_fifo(old, new) is relisted
+
+
+def test_a_command_newer_than_every_command_the_new_line_lists_was_not_applied() -> None:
+    """Campaign seed 6001737 (one period of reply latency): command 25 was sent after the state listing (22, 23)
+    was made, and counted as possibly applied before 22 and 23, so the reckoned path ran the wrong way and three
+    honest states were rejected (``beside_commands``). A line is applied from the front: a command newer than every
+    command the new line lists had not reached the robot."""
+    line = line_with({22: [1.0, 1.0, 0.0, 0.0], 23: [1.0, 1.0, 0.0, 0.0], 25: [1.0, -1.0, 0.0, 0.0], 26: [0.1] * 4})
+    assert line.applied_moves((22, 23), (22, 23), sent_after=23) == []
+    assert line.applied_length((22, 23), (22, 23), sent_after=23) == 0.0
+    # 22 left the line; 26 is newer than 25, the newest listed: still on its way
+    assert line.applied_moves((22, 23), (23, 25), sent_after=23) == [(22, [1.0, 1.0, 0.0])]
+    assert line.applied_length((22, 23), (23, 25), sent_after=23) == pytest.approx(math.sqrt(2.0))
+    # a command older than the newest listed and absent from both lines came and went unseen (or was lost)
+    assert [seq for seq, _ in line.applied_moves((22, 23), (26, HOLD_SEQ), sent_after=23)] == [22, 23, 25]
+
+
+def test_a_new_line_of_holds_only_bounds_nothing_sent_after_the_old_state() -> None:
+    line = line_with({1: [0.3, 0.4, 0.0, 0.0], 2: [1.0, 0.0, 0.0, 0.0], 3: [0.0, 0.0, -0.5, 0.0]})
+    assert [seq for seq, _ in line.applied_moves((1, 2), (HOLD_SEQ, HOLD_SEQ), sent_after=2)] == [1, 2, 3]

@@ -330,3 +330,28 @@ def test_the_worker_answers_twice_asked_and_its_thread_ends_when_closed_idle_bus
     gate.set()
     busy._thread.join(1.0)
     assert not busy._thread.is_alive()
+
+
+def test_a_command_sent_after_a_state_was_made_does_not_turn_the_reckoning_around():
+    """Campaign seed 6001737: with the states a period late, the line (2, 3) came twice; command 5, sent meanwhile
+    (+x -y), entered the reckoning before 2 and 3 (+x +y) had, so the honest state after command 2 lay above the
+    reckoned y and was rejected (``beside_commands``); three in a row, then a false ``not_following`` stop."""
+    spec = robot_spec()
+    intake = _intake()
+    pos = slice(*CONTRACT.position_slice)
+    home = np.zeros(CONTRACT.state_dim)
+    home[pos] = spec.home_position_m
+
+    def at(seq: int, position: np.ndarray, pending: tuple[int, ...], flags: int = 0):
+        return intake.check(StateMsg(seq, seq * PERIOD_S, position, flags, pending), seq * PERIOD_S + 0.001, seq)
+
+    assert at(1, home, (0, 0), int(StateFlags.HOMED)).accepted
+    for seq, command in ((2, [1.0, 1.0, 0.0, 0.0]), (3, [1.0, 1.0, 0.0, 0.0])):
+        intake.line.sent(seq, np.array(command), robot_reports_line=True)
+    assert at(4, home, (2, 3)).accepted
+    intake.line.sent(5, np.array([1.0, -1.0, 0.0, 0.0]), robot_reports_line=True)
+    assert at(6, home, (2, 3)).accepted  # made before command 5 arrived
+    moved = home.copy()
+    moved[pos] += np.array(spec.actuator_gain) * spec.command_scale_m * np.array([1.0, 1.0, 0.0])  # command 2
+    verdict = at(7, moved, (3, 5))
+    assert verdict.accepted, verdict.kind
