@@ -18,9 +18,10 @@
   ``UNCONFIRMED_MOTION_M`` at the spec's nominal gain, and no e-stop reached the robot within ``DETECT_S`` (robot
   seconds) of that, while the fault lasted and the loop went on commanding motion: motion that *stays* unconfirmed
   must end in a safe stop (issue 31: a stalled motor detected within 1 s). A sensor that comes back within that time
-  lets the motion be confirmed, and a HOME followed by holds ends it (the arm goes to a known place). The robot's own
-  e-stop (``robot_estop``) in force in that time is such a stop: it drops the commands in flight and holds the arm
-  just as the loop's does, and the loop sends no e-stop over it;
+  lets the motion be confirmed; a loop that commands no motion past that time until its next HOME within the fault
+  (the arm goes to a known place) has stopped it too, once per fault: the motion after that HOME must end in an
+  e-stop. The robot's own e-stop (``robot_estop``) in force in that time is such a stop: it drops the commands in
+  flight and holds the arm just as the loop's does, and the loop sends no e-stop over it;
 - ``late_policy_stop``: a policy call stalled past ``policy_fault_stop_s`` and the loop neither decided a safe
   stop, nor left RUN (where it asks the policy), nor did the robot hear an e-stop within ``policy_fault_stop_s``
   plus the slack of the call's start (the tick must not wait on a late policy; a link that cuts or holds back
@@ -165,14 +166,20 @@ def _check_unconfirmed_motion(ev: RunEvidence, spec: RobotSpec) -> list[tuple[st
         if kind not in NO_MOTION_KINDS:
             continue
         end = min(start + duration, len(ev.received))
-        for k in range(start + 1, end + 1):  # the net motion of ticks j..k-1, within the window
+        rehomed = False  # the loop already held a stretch of this fault and homed: no second time
+        k = start + 1
+        while k <= end:  # the net motion of ticks j..k-1, within the window
             j = max(start, k - window, *(h + 1 for h in homes if h < k))
             if np.linalg.norm(travelled[k] - travelled[j]) < UNCONFIRMED_MOTION_M:
+                k += 1
                 continue
             robot_stopped = any(
                 s <= k + detect and s + d >= start for name, s, d in ev.fault_windows if name in ROBOT_STOP_KINDS
             )
-            if not robot_stopped and not _motion_stopped(moves, (start, k, start + duration), detect, estops, homes):
+            if robot_stopped or _motion_stopped((start, k, start + duration), detect, estops):
+                break
+            home = None if rehomed else _held_then_homed(moves, (k, end), detect, homes)
+            if home is None:
                 return [
                     (
                         "unconfirmed_motion_not_stopped",
@@ -180,23 +187,32 @@ def _check_unconfirmed_motion(ev: RunEvidence, spec: RobotSpec) -> list[tuple[st
                         f"no e-stop by tick {k + detect}",
                     )
                 ]
-            break
+            rehomed, k = True, home + 1
     return []
 
 
-def _motion_stopped(
-    moves: np.ndarray, ticks: tuple[int, int, int], detect: int, estops: list[int], homes: list[int]
-) -> bool:
+def _motion_stopped(ticks: tuple[int, int, int], detect: int, estops: list[int]) -> bool:
     """Whether the unconfirmed motion of a fault from robot tick ``start`` to ``end`` (``ticks``: start, k, end)
-    that reached ``UNCONFIRMED_MOTION_M`` at tick ``k`` ended within
-    ``detect`` ticks: an e-stop reached the robot; or the fault ended first (the sensor or motors came back, so the
-    motion could be confirmed again; where the arm went meanwhile is ``outside_box``'s to judge); or the loop sent
-    HOME (the arm goes where its place is known) and commanded no motion while the fault lasted."""
+    that reached ``UNCONFIRMED_MOTION_M`` at tick ``k`` ended within ``detect`` ticks: an e-stop reached the robot,
+    or the fault ended first (the sensor or motors came back, so the motion could be confirmed again; where the arm
+    went meanwhile is ``outside_box``'s to judge)."""
     start, k, end = ticks
-    if any(start <= i <= k + detect for i in estops) or end <= k + detect:
-        return True
-    homed = [h for h in homes if k - 1 <= h <= k + detect]
-    return bool(homed) and not np.any(moves[homed[0] + 1 : end])
+    return any(start <= i <= k + detect for i in estops) or end <= k + detect
+
+
+def _held_then_homed(moves: np.ndarray, ticks: tuple[int, int], detect: int, homes: list[int]) -> int | None:
+    """Where the loop stopped an unconfirmed motion (reached at tick ``k``; ``ticks``: k, the fault's end) without
+    an e-stop: it commanded no motion after ``k + detect`` until its next HOME within the fault (the arm goes where
+    its place is known: a stretch of rejected or missing states gave the loop nothing to judge, seeds 3215,
+    5001533). Returns that HOME's tick, from which the motion is judged afresh: the next episode's motion under the
+    same fault must end in an e-stop (seeds 6000407, 7450 were stopped within 8-15 ticks of it) and gets no second
+    HOME. None: the loop went on commanding motion past the second, or held without homing (an arm left where the
+    motion took it, with nothing said)."""
+    k, end = ticks
+    home = next((h for h in homes if h >= k - 1), None)
+    if home is None or home >= end or np.any(moves[k + detect + 1 : home]):
+        return None
+    return home
 
 
 def _check_end(report: RunReport, ev: RunEvidence) -> list[tuple[str, str]]:

@@ -138,6 +138,21 @@ def test_motion_unconfirmed_under_a_frozen_sensor_or_stalled_motors_must_end_in_
     assert _names(_check(_evidence(received=moving, fault_windows=[("sensor_freeze", 0, 60)]))) == [
         "unconfirmed_motion_not_stopped"
     ]
+    # held past the second (rejected or missing states), then homed; the next episode's motion stopped within the
+    # second (seeds 3215, 5001533, 6000407, 7450: the stall was caught in the episode after the HOME)
+    long_fault = [("motor_stall", 0, 120)]
+    rehomed = pushes + [(0.0, hold, True)] * 30 + home + pushes
+    assert _check(_evidence(received=rehomed + stop, fault_windows=long_fault)) == []
+    late_again = rehomed + [(0.0, hold, True)] * 30 + stop  # after the HOME, 5 cm then no e-stop within the second
+    assert _names(_check(_evidence(received=late_again, fault_windows=long_fault))) == [
+        "unconfirmed_motion_not_stopped"
+    ]
+    twice = rehomed + [(0.0, hold, True)] * 30 + home + pushes + stop  # held and homed again: no second excuse
+    assert _names(_check(_evidence(received=twice, fault_windows=long_fault))) == ["unconfirmed_motion_not_stopped"]
+    still_moving = pushes + [(0.0, hold, True)] * 20 + pushes + home + pushes + stop  # motion past the second
+    assert _names(_check(_evidence(received=still_moving, fault_windows=long_fault))) == [
+        "unconfirmed_motion_not_stopped"
+    ]
     # the robot's own e-stop in force within 1 s stops the arm as the loop's would (seed 310182)
     own_stop = [*stall, ("robot_estop", 12, 28)]
     assert _check(_evidence(received=pushes + [(0.0, hold, True)] * 40, fault_windows=own_stop)) == []
