@@ -75,6 +75,12 @@ CASES = [
     # found by the search at margin 2 (seeds 6,000,000+): states a period late, a command sent after the state was
     # made entered the reckoning before older ones (CommandLine._maybe_applied); timing-dependent (1 run in 8)
     pytest.param(6001737, id="6001737-reply_latency_1-motor_gain_1.06-false_not_following_stop"),
+    # a stall the loop held through (states rejected or dropped) and homed from; caught in the next episode: the
+    # invariant had counted that episode's motion as the first one going on (launch/campaign/invariants.py)
+    pytest.param(3215, id="3215-motor_stall-drop_frames_42pc-stray_homed-held_then_homed"),
+    pytest.param(5001533, id="5001533-motor_stall-sensor_scale_0.03-sequence_jump-held_then_homed"),
+    pytest.param(6000407, id="6000407-motor_stall-fake_homed-sequence_jump-held_then_homed"),
+    pytest.param(7450, id="7450-motor_stall-sensor_noise_1cm-held_then_homed"),
 ]
 
 
