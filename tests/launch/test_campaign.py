@@ -100,6 +100,11 @@ def test_check_run_passes_a_clean_run_and_names_each_broken_invariant():
     assert _names(_check(_evidence(report=claim))) == ["false_estop_claim"]
     assert _check(_evidence(report=claim, fault_kinds=["estop_ignored"])) == []
     assert _check(_evidence(report=claim, fault_kinds=["frozen_sender"])) == []  # its old frames never acknowledge
+    # a clock jump while replies were late (seed 9653): the stamps cannot tell states made before the stop
+    late_then_jump = [("reply_latency", 20, 30), ("clock_jump", 23, 57)]
+    assert _check(_evidence(report=claim, fault_windows=late_then_jump)) == []
+    jump_then_late = [("clock_jump", 5, 10), ("reply_latency", 20, 30)]  # learnt on fast replies: no excuse
+    assert _names(_check(_evidence(report=claim, fault_windows=jump_then_late))) == ["false_estop_claim"]
 
 
 def test_a_policy_stall_needs_an_estop_within_the_policy_fault_time_plus_slack():

@@ -81,6 +81,9 @@ CASES = [
     pytest.param(5001533, id="5001533-motor_stall-sensor_scale_0.03-sequence_jump-held_then_homed"),
     pytest.param(6000407, id="6000407-motor_stall-fake_homed-sequence_jump-held_then_homed"),
     pytest.param(7450, id="7450-motor_stall-sensor_noise_1cm-held_then_homed"),
+    # the 10,000 runs at margin 2: a clock jump under 35 periods of reply latency; the claim is the safe reading of
+    # stamps that cannot tell old states from new (invariants.STAMP_BLIND), not a loop fix
+    pytest.param(9653, id="9653-reply_latency_35-clock_jump-stamp_blind_estop_claim"),
 ]
 
 
