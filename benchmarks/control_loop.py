@@ -152,6 +152,7 @@ class UncheckedStates:
         self.home_expected = False  # a HOMED state is believed wherever it is
         self.home_error_m = 0.0
         self.home_tolerance_m = spec.home_tolerance_m
+        self.anchor = None  # no motion reference: the intake takes the certain moves from its own anchor
 
     def reset(self) -> None:
         self.offset_s = float("inf")
