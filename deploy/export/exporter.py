@@ -29,7 +29,7 @@ from deploy.export.fp16 import convert_fp16
 from deploy.export.int8 import quantize_int8
 from deploy.export.onnx_fp32 import export_onnx, torch_actions
 from deploy.export.provenance import algorithm_provenance, jsonable, library_versions
-from deploy.export.rollouts import closed_loop_success, collect_observations, env_contract, make_env
+from deploy.export.rollouts import closed_loop_success_on, collect_observations, env_contract, make_env, on_envs
 from deploy.export.tensorrt_build import (
     BUILD_COMMAND,
     TensorRTUnavailableError,
@@ -56,6 +56,7 @@ SELFTEST_OBS = 1_024  # observations (and torch actions) shipped for the on-targ
 PACKAGE_PLACEHOLDER = "<this package folder>"  # the package is copied to the robot: its path there is not known
 MIN_EPISODES = 100
 EVAL_BATCH = 1024
+ROLLOUT_ENVS = 2  # sim envs stepped at once by the checks' rollouts, one thread each (the reference machine's cores)
 PACKAGE_DIR_MODE = 0o755  # mkdtemp makes the folder owner-only; a package is read by the robot's service user
 
 
@@ -199,12 +200,13 @@ def export_package(
     prov.setdefault("env_id", env_id)
     prov.setdefault("env_kwargs", jsonable(env_kwargs or {}))
 
-    env = make_env(env_id, env_kwargs)
+    envs = [make_env(env_id, env_kwargs) for _ in range(ROLLOUT_ENVS)]
+    env = envs[0]
     contract = env_contract(env)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        report = _build_variants(module, env, contract, work, config, env_id)
+        report = _build_variants(module, envs, contract, work, config, env_id)
         if ewc_anchor is not None:
             ewc_anchor.save(work / EWC_FILE)
         report["problems"] = check_report(report)
@@ -225,7 +227,8 @@ def export_package(
         work.rename(out_dir)
         out_dir.chmod(PACKAGE_DIR_MODE)
     finally:
-        env.close()
+        for each in envs:
+            each.close()
         if work.exists():
             shutil.rmtree(work)
     return out_dir
@@ -236,8 +239,9 @@ def _batched(call: Any, obs: np.ndarray, batch: int = EVAL_BATCH) -> np.ndarray:
 
 
 def _build_variants(
-    module: torch.nn.Module, env: Any, contract: Any, work: Path, config: ExportConfig, env_id: str
+    module: torch.nn.Module, envs: list[Any], contract: Any, work: Path, config: ExportConfig, env_id: str
 ) -> dict[str, Any]:
+    """The variants and their report; the rollouts run on ``envs`` at once (``on_envs``), the latencies alone."""
     module = module.eval()
 
     def torch_act(obs: np.ndarray) -> np.ndarray:
@@ -253,22 +257,30 @@ def _build_variants(
     logger.info("export: int8 calibration on %d sim observations", config.n_calibration_obs)
     share = config.n_calibration_obs // len(config.calibration_noise_stds)
     calibration = np.concatenate(
-        [
-            collect_observations(env, torch_act, share, config.calibration_seed + i * share, noise)
-            for i, noise in enumerate(config.calibration_noise_stds)
-        ]
+        on_envs(
+            envs,
+            [
+                lambda env, i=i, noise=noise: collect_observations(
+                    env, torch_act, share, config.calibration_seed + i * share, noise
+                )
+                for i, noise in enumerate(config.calibration_noise_stds)
+            ],
+        )
     )
     quantize_int8(fp32, work / VARIANT_FILES["int8"], calibration, config.int8_activation_bits)
 
     logger.info("export: %d parity observations from sim rollouts", config.n_parity_obs)
     half = config.n_parity_obs // 2
     parity_obs = np.concatenate(
-        [
-            collect_observations(env, torch_act, half, config.parity_seed),
-            collect_observations(
-                env, torch_act, config.n_parity_obs - half, config.parity_seed + half, config.exploration_noise_std
-            ),
-        ]
+        on_envs(
+            envs,
+            [
+                lambda env: collect_observations(env, torch_act, half, config.parity_seed),
+                lambda env: collect_observations(
+                    env, torch_act, config.n_parity_obs - half, config.parity_seed + half, config.exploration_noise_std
+                ),
+            ],
+        )
     )
     reference = torch_actions(module, parity_obs)
     picks = np.linspace(0, len(parity_obs) - 1, min(SELFTEST_OBS, len(parity_obs))).astype(int)
@@ -284,25 +296,32 @@ def _build_variants(
         "latency_calls": config.latency_calls,
         "int8_scheme": f"static QDQ, int8 per-channel weights, {config.int8_activation_bits}-bit activations",
         "torch": {
-            "success_rate": float(closed_loop_success(env, torch_act, seeds).mean()),
+            "success_rate": float(closed_loop_success_on(envs, lambda: torch_act, seeds).mean()),
             "latency": latency_us(torch_act, parity_obs, config.latency_calls),
         },
         "variants": {},
     }
 
-    def check(variant: str, backend: Any, batch: int = EVAL_BATCH) -> dict[str, Any]:
+    def check(
+        variant: str, backend: Any, batch: int = EVAL_BATCH, make_act: Any = None, rollout_envs: Any = None
+    ) -> dict[str, Any]:
+        """Parity, closed-loop success (on ``rollout_envs``, each with a policy from ``make_act``; default: the
+        backend itself on one env) and latency of one variant."""
         logger.info("export: checking %s (parity, %d closed-loop episodes, latency)", variant, config.n_episodes)
         return {
             "file": VARIANT_FILES[variant],
             "backend": backend.name,
             "parity": parity(reference, _batched(backend, parity_obs, batch)),
-            "success_rate": float(closed_loop_success(env, backend, seeds).mean()),
+            "success_rate": float(
+                closed_loop_success_on(rollout_envs or envs[:1], make_act or (lambda: backend), seeds).mean()
+            ),
             "latency": latency_us(backend, parity_obs, config.latency_calls),
         }
 
     for variant in ("fp32", "fp16", "int8"):
+        model = (work / VARIANT_FILES[variant]).read_bytes()
         report["variants"][variant] = check(
-            variant, OrtBackend((work / VARIANT_FILES[variant]).read_bytes(), "ort-cpu")
+            variant, OrtBackend(model, "ort-cpu"), make_act=lambda m=model: OrtBackend(m, "ort-cpu"), rollout_envs=envs
         )
     report["engine"] = _try_engine(work, config)
     if report["engine"]["status"] == "built":

@@ -7,6 +7,7 @@ observation, as on the robot).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -78,3 +79,39 @@ def closed_loop_success(env: gym.Env, act: ActFn, seeds: Sequence[int]) -> np.nd
             done = terminated or truncated
         success[i] = bool(info.get("is_success", False))
     return success
+
+
+def on_envs(envs: Sequence[gym.Env], calls: Sequence[Callable[[gym.Env], Any]]) -> list[Any]:
+    """Run ``calls`` (each takes an env) on ``envs`` at once, one thread per env: call ``i`` runs on env
+    ``i % len(envs)``, in order on it; the results come back in the calls' order. MuJoCo releases the GIL while it
+    steps, so the rollouts of an export use every core. An episode depends only on its seed (the env is reseeded and
+    its physics reset at every reset), so the results are what one env would give. The first error is raised."""
+    if not envs:
+        raise ValueError("on_envs needs at least one env")
+    results: list[Any] = [None] * len(calls)
+    errors: list[BaseException] = []
+
+    def work(slot: int) -> None:
+        try:
+            for i in range(slot, len(calls), len(envs)):
+                results[i] = calls[i](envs[slot])
+        except BaseException as exc:  # re-raised on the caller's thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(slot,), daemon=True) for slot in range(min(len(envs), len(calls)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def closed_loop_success_on(envs: Sequence[gym.Env], make_act: Callable[[], ActFn], seeds: Sequence[int]) -> np.ndarray:
+    """``closed_loop_success`` over ``envs`` at once (``on_envs``): the seeds in one contiguous part per env, each
+    part with its own policy from ``make_act`` (an onnxruntime session with I/O binding is not to be shared between
+    threads); the successes in seed order."""
+    parts = [list(part) for part in np.array_split(np.asarray(seeds, dtype=np.int64), len(envs)) if len(part)]
+    calls = [lambda env, part=part: closed_loop_success(env, make_act(), part) for part in parts]
+    return np.concatenate(on_envs(envs[: len(parts)], calls)) if parts else np.zeros(0, dtype=bool)
