@@ -41,6 +41,9 @@ DEFAULT_BACKLOG = 1024  # messages the server queues per client before the oldes
 DEFAULT_QUEUE_TICKS = 256  # ticks queued for the publisher thread before the oldest is dropped
 RECENT_SAMPLES = 100_000  # enqueue times kept for the percentiles (a long run's memory stays bounded)
 DEFAULT_POLL_S = 0.005  # the publisher thread drains the queue this often (seconds): the view lags by at most this
+# seconds close() waits for the server to stop: it waits for every client to take the close, and a client that
+# stalled (a viewer whose network went) held the runtime's exit for 48 s; the server then stops in the background
+SERVER_STOP_WAIT_S = 2.0
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 SERVER_NAME = "robot-grpo"
 LIVE_EXTRA_HINT = "the live view needs the foxglove-sdk package: pip install 'robot-grpo[live]'"
@@ -203,4 +206,12 @@ class LiveView:
             return
         self._stop.set()
         self._thread.join()
-        self._server.stop()
+        stopper = threading.Thread(target=self._server.stop, name="live-view-stop", daemon=True)
+        stopper.start()
+        stopper.join(SERVER_STOP_WAIT_S)
+        if stopper.is_alive():
+            logger.warning(
+                "live view: a client did not take the close within %.1f s (stalled?); the server stops when it "
+                "goes, the run does not wait for it",
+                SERVER_STOP_WAIT_S,
+            )

@@ -30,7 +30,7 @@ def tick(i: int) -> TickRecord:
     )  # fmt: skip
 
 
-def test_a_stalled_client_makes_the_server_drop_never_the_publisher_wait():
+def test_a_stalled_client_makes_the_server_drop_never_the_publisher_wait(caplog: pytest.LogCaptureFixture):
     view = LiveView(BOX, (0, 3), [0.05, 0.05, 0.05], port=0, scene_hz=30.0, backlog=64, poll_s=NEVER_S)
     record = tick(0)
     payloads = TickEncoder().encode(record)
@@ -48,6 +48,8 @@ def test_a_stalled_client_makes_the_server_drop_never_the_publisher_wait():
             view.drain()  # what the publisher thread does: hand the bytes to the server
             drains.append(time.perf_counter() - t0)
         view.close()  # the server closes the connection: the client then reads what reached it
+        # the stalled client cannot take the close: close() does not wait for it (it held the run's exit 48 s)
+        assert "did not take the close" in caplog.text
         read_messages(ws, received, topics, until=lambda r: False)
     stats = view.stats.summary()
     assert TICKS * per_tick > 2 * (4 << 20)  # the stall is real: far more than the socket buffers hold
