@@ -17,6 +17,7 @@ import logging
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from deploy.export.fp16 import convert_fp16
 from deploy.export.int8 import quantize_int8
 from deploy.export.onnx_fp32 import export_onnx, torch_actions
 from deploy.export.provenance import algorithm_provenance, jsonable, library_versions
-from deploy.export.rollouts import closed_loop_success_on, collect_observations, env_contract, make_env, on_envs
+from deploy.export.rollouts import ActFn, closed_loop_success_on, collect_observations, env_contract, make_env, on_envs
 from deploy.export.tensorrt_build import (
     BUILD_COMMAND,
     TensorRTUnavailableError,
@@ -303,31 +304,30 @@ def _build_variants(
     }
 
     def check(
-        variant: str, backend: Any, batch: int = EVAL_BATCH, make_act: Any = None, rollout_envs: Any = None
+        variant: str, backend: Any, make_act: Callable[[], ActFn], rollout_envs: list[Any], batch: int = EVAL_BATCH
     ) -> dict[str, Any]:
-        """Parity, closed-loop success (on ``rollout_envs``, each with a policy from ``make_act``; default: the
-        backend itself on one env) and latency of one variant."""
+        """Parity, closed-loop success (on ``rollout_envs``, each with its policy from ``make_act``) and latency of
+        one variant."""
         logger.info("export: checking %s (parity, %d closed-loop episodes, latency)", variant, config.n_episodes)
         return {
             "file": VARIANT_FILES[variant],
             "backend": backend.name,
             "parity": parity(reference, _batched(backend, parity_obs, batch)),
-            "success_rate": float(
-                closed_loop_success_on(rollout_envs or envs[:1], make_act or (lambda: backend), seeds).mean()
-            ),
+            "success_rate": float(closed_loop_success_on(rollout_envs, make_act, seeds).mean()),
             "latency": latency_us(backend, parity_obs, config.latency_calls),
         }
 
     for variant in ("fp32", "fp16", "int8"):
         model = (work / VARIANT_FILES[variant]).read_bytes()
         report["variants"][variant] = check(
-            variant, OrtBackend(model, "ort-cpu"), make_act=lambda m=model: OrtBackend(m, "ort-cpu"), rollout_envs=envs
+            variant, OrtBackend(model, "ort-cpu"), lambda m=model: OrtBackend(m, "ort-cpu"), envs
         )
     report["engine"] = _try_engine(work, config)
     if report["engine"]["status"] == "built":
         engine = backends.TensorRTBackend((work / VARIANT_FILES["engine"]).read_bytes())
         try:
-            report["variants"]["engine"] = check("engine", engine, engine.max_batch)
+            # one env: the engine's CUDA context is not shared between threads
+            report["variants"]["engine"] = check("engine", engine, lambda: engine, envs[:1], engine.max_batch)
         finally:
             engine.close()
     return report
