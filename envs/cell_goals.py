@@ -5,7 +5,9 @@ grippers' start height: x and y within +-``goal_range_m`` of the centre, z from 
 ``+goal_range_m`` of the start height (the table top stops the gripper below). The box is the same region of the
 table for both arms (it is symmetric under the half turn between their frames), so each arm's goal lies as often
 on the partner's side of the centre as on its own: the arms have to pass each other. Pairs whose goals lie closer
-than ``min_goal_gap_m`` are redrawn (both arms could not succeed without breaking the separation).
+than ``min_goal_gap_m`` are redrawn (both arms could not succeed without breaking the separation), and so are pairs
+whose arms would touch with both grippers on their goals (``feasible``: the scene settles both arms there; the
+links behind the grippers, a forearm over the partner's gripper, make about a third of the box's pairs impossible).
 
 Crossing (what the docs report, measured by :func:`crossing_shares`):
 
@@ -16,6 +18,8 @@ Crossing (what the docs report, measured by :func:`crossing_shares`):
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -28,20 +32,25 @@ def sample_goal_pair(
     box_high: np.ndarray,
     to_world: tuple,
     min_goal_gap_m: float,
+    feasible: Callable[[np.ndarray], bool] | None = None,
 ) -> np.ndarray:
-    """Two goals ``[2, 3]``, each in its own arm's frame, at least ``min_goal_gap_m`` apart in the world.
+    """Two goals ``[2, 3]``, each in its own arm's frame, at least ``min_goal_gap_m`` apart in the world and, when
+    ``feasible`` is given, a pair it accepts.
 
     :param box_low: lower corner of the goal box (arm frame, metres).
     :param box_high: upper corner of the goal box (arm frame, metres).
     :param to_world: two callables mapping a point in arm 0's / arm 1's frame to the world.
+    :param feasible: takes the pair in world coordinates ``[2, 3]``; False redraws it (the cell: the arms would
+        touch with both grippers there).
     """
     for _ in range(MAX_REDRAWS):
         goals = rng.uniform(box_low, box_high, size=(2, 3))
-        gap = np.linalg.norm(to_world[0](goals[0]) - to_world[1](goals[1]))
-        if gap >= min_goal_gap_m:
+        world = np.stack([to_world[0](goals[0]), to_world[1](goals[1])])
+        if np.linalg.norm(world[0] - world[1]) >= min_goal_gap_m and (feasible is None or feasible(world)):
             return goals
     raise ValueError(
-        f"no goal pair {min_goal_gap_m} m apart in {MAX_REDRAWS} draws: widen goal_range_m or lower min_separation_m"
+        f"no goal pair {min_goal_gap_m} m apart with arms clear of each other in {MAX_REDRAWS} draws: widen "
+        "goal_range_m or lower min_separation_m"
     )
 
 

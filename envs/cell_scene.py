@@ -37,6 +37,15 @@ SCENE_ONLY = {"bodies": ("floor0", "table0"), "geoms": ("floor0",), "lights": ("
 GRIP_SITE, FINGER_JOINTS = "robot0:grip", ("robot0:l_gripper_finger_joint", "robot0:r_gripper_finger_joint")
 GRIPPER_JOINTS = ("robot0:l_gripper_finger_joint", "robot0:r_gripper_finger_joint")  # FetchReach's gripper_state
 TABLE_HALF_SIZE_M = np.array([0.45, 0.45, 0.2])
+# Settling both arms onto goal grippers, contacts off, to see whether their bodies would overlap there: after 0.3 s
+# of physics every gripper is within 14 mm of its target from the start pose across the goal box (5 mm median; the
+# weld's own steady offset, more time does not shrink it), and no pair it passed touched when both arms were driven
+# to their goals step by step (0 of 600; at 0.2 s, 1 of 300 did).
+SETTLE_CHECK_SUBSTEPS = 150
+# ...and the settled arms must keep this clearance (metres): a pose reached along another path differs by up to the
+# settling error, and a pair the check passed at 0 clearance touched at its goals (seed 39, delay 0)
+GOAL_POSE_CLEARANCE_M = 0.02
+NO_CONTACTS = int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
 HALF_TURN_QUAT = np.array([0.0, 0.0, 0.0, 1.0])  # 180 degrees about z (w, x, y, z)
 
 
@@ -105,6 +114,13 @@ class CellScene:
         self.initial_state = self.get_state()
         d = self.data  # the start of every episode, per field (one arm's HOME restores its own entries)
         self._start = (d.qpos.copy(), d.qvel.copy(), d.mocap_pos.copy(), d.mocap_quat.copy())
+        # the mocap's offset from the gripper site at the start, per arm (world, metres): where to put a mocap so
+        # that its gripper settles at a given point
+        self._mocap_from_grip = {
+            arm: d.mocap_pos[i.mocap] - d.site_xpos[i.grip_site] for arm, i in self.indices.items()
+        }
+        self._scratch: mujoco.MjData | None = None  # for arms_touch_at: never the episode's own data
+        self._arm_geoms = np.flatnonzero(self.body_arm[self.model.geom_bodyid] >= 0)
 
     # Frames -------------------------------------------------------------------------------------------------
     def to_arm(self, arm: int, point: np.ndarray) -> np.ndarray:
@@ -218,12 +234,50 @@ class CellScene:
 
     def arms_in_contact(self) -> bool:
         """Whether any geom of one arm touches a geom of the other in the current contact list."""
-        ncon = self.data.ncon
+        return self._touching(self.data)
+
+    def arms_touch_at(self, grips_world: np.ndarray) -> bool:
+        """Whether the two arms, each settled from the start pose with its gripper at ``grips_world[arm]`` (world,
+        metres), would touch or come within ``GOAL_POSE_CLEARANCE_M``: such a goal pair cannot be a team success
+        (or only by a hair), however the arms move. Runs in a scratch
+        copy of the physics (the episode's state is untouched), contacts off while settling, then one collision
+        pass.
+        """
+        if len(self.arms) < 2:
+            return False
+        m = self.model
+        if self._scratch is None:
+            self._scratch = mujoco.MjData(m)
+        d = self._scratch
+        d.qpos[:], d.qvel[:], d.mocap_pos[:], d.mocap_quat[:] = self._start
+        for arm, idx in self.indices.items():
+            d.mocap_pos[idx.mocap] = np.asarray(grips_world[arm], dtype=np.float64) + self._mocap_from_grip[arm]
+        flags = m.opt.disableflags
+        m.opt.disableflags = flags | NO_CONTACTS
+        try:
+            mujoco.mj_step(m, d, nstep=SETTLE_CHECK_SUBSTEPS)
+        finally:
+            m.opt.disableflags = flags
+        margins = m.geom_margin.copy()
+        m.geom_margin[self._arm_geoms] = GOAL_POSE_CLEARANCE_M  # contacts found this far apart, not only touching
+        try:
+            mujoco.mj_forward(m, d)
+        finally:
+            m.geom_margin[:] = margins
+        return self._touching(d, GOAL_POSE_CLEARANCE_M)
+
+    def _touching(self, d: mujoco.MjData, within_m: float = 0.0) -> bool:
+        """Whether a geom of one arm is within ``within_m`` metres of (0: touches) a geom of the other in ``d``'s
+        contact list."""
+        ncon = d.ncon
         if ncon == 0 or len(self.arms) < 2:
             return False
-        geoms = self.data.contact.geom[:ncon]
+        geoms = d.contact.geom[:ncon]
         owners = self.body_arm[self.model.geom_bodyid[geoms]]
-        return bool(np.any((owners[:, 0] >= 0) & (owners[:, 1] >= 0) & (owners[:, 0] != owners[:, 1])))
+        between = (owners[:, 0] >= 0) & (owners[:, 1] >= 0) & (owners[:, 0] != owners[:, 1])
+        if within_m > 0.0:
+            between &= d.contact.dist[:ncon] < within_m
+        return bool(np.any(between))
 
     # Control ----------------------------------------------------------------------------------------------
     def control_step(self, commands: dict[int, np.ndarray]) -> tuple[float, bool]:

@@ -170,7 +170,14 @@ class TwoArmCellEnv(gym.Env):
 
     def _sample_goals(self) -> np.ndarray:
         to_world = tuple(lambda p, a=arm: self.scene.to_arm(a, p) for arm in range(N_ARMS))
-        return sample_goal_pair(self.np_random, self.goal_low, self.goal_high, to_world, self.min_goal_gap_m)
+        return sample_goal_pair(
+            self.np_random,
+            self.goal_low,
+            self.goal_high,
+            to_world,
+            self.min_goal_gap_m,
+            lambda world: not self.scene.arms_touch_at(world),
+        )
 
     # Gymnasium API -------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 import pytest
 from pettingzoo.test import parallel_api_test
@@ -145,8 +146,54 @@ def test_goal_sampling_makes_the_arms_cross_often() -> None:
         env.reset(seed=seed)
         goals.append(env.goals_world())
     shares = crossing_shares(env.start_world(), np.array(goals), env.min_separation_m)
-    assert 0.4 < shares["swap"] < 0.6  # half the episodes put each goal on the partner's side
-    assert shares["conflict"] > 0.1  # straight paths at the same pace would collide
+    assert 0.25 < shares["swap"] < 0.4  # a third of the episodes put each goal on the partner's side (31% of 10,000)
+
+
+def _drive_straight(env: TwoArmCellEnv, seed: int, contacts: bool = True) -> dict:
+    """Both arms straight at their goals, blind to each other (the solo policies' way); the last step's info.
+    ``contacts=False`` steps with MuJoCo's contacts off (the goals are drawn with them on)."""
+    obs, _ = env.reset(seed=seed)
+    model = env.scene.model
+    flags = model.opt.disableflags
+    if not contacts:
+        model.opt.disableflags = flags | int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+    try:
+        for _ in range(env.max_episode_steps):
+            action = np.zeros((2, 4))
+            action[:, :3] = np.clip((obs["desired_goal"] - obs["achieved_goal"]) / 0.05 * 0.6, -1.0, 1.0)
+            obs, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+    finally:
+        model.opt.disableflags = flags
+    mujoco.mj_forward(model, env.scene.data)
+    return info
+
+
+def test_arms_driven_straight_at_their_goals_often_touch_yet_every_goal_pair_is_reachable_together() -> None:
+    env = TwoArmCellEnv(delay=2)
+    touched = sum(_drive_straight(env, seed)["violation"] == "contact" for seed in range(60))
+    assert touched >= 3  # the paths cross: 13 of seeds 0-99 touched, the links behind the grippers first
+    # ...yet no goal pair has arms that touch once both grippers are there: with contacts off on the way, both arms
+    # reach their goals, and the pose they end in is clear of contacts
+    for seed in range(40):
+        info = _drive_straight(env, seed, contacts=False)
+        assert all(info["arm_success"]), f"seed {seed}: an arm did not reach its goal with contacts off"
+        assert not env.scene.arms_in_contact(), f"seed {seed}: the arms touch with both grippers on their goals"
+
+
+def test_a_goal_pair_whose_arms_would_touch_is_redrawn() -> None:
+    env = TwoArmCellEnv(delay=0)
+    scene = env.scene
+    # both grippers at the cell centre's far sides, level: each forearm lies over the partner's gripper
+    centre = np.array([*scene.centre, scene.start_grip[0][2]])
+    shift = np.array([0.12, 0.0, 0.0])
+    crossed = np.stack([centre + shift, centre - shift])
+    assert scene.arms_touch_at(crossed)
+    assert not scene.arms_touch_at(np.stack([scene.start_grip[0], scene.start_grip[1]]))
+    state = scene.get_state()
+    scene.arms_touch_at(crossed)
+    np.testing.assert_array_equal(scene.get_state(), state)  # a scratch copy: the episode's physics is untouched
 
 
 def test_straight_path_closest_arithmetic() -> None:
