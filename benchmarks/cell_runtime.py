@@ -59,6 +59,7 @@ TARGET_TICK_P99_S = 1e-3
 RUN_SLACK_S = 120.0  # beyond the episodes' own time, before a runtime is declared hung
 KILL_AFTER_STEPS = 20  # the kill case: control steps into both arms' first episode before the supervisor is killed
 OUTAGE_STEPS = 25  # the kill case: control steps (1 s at 25 Hz) before the supervisor is restarted
+CASE_KEYS = ("main", "main-off", "adversary", "adversary-off", "kill")  # what --cases selects
 
 
 class TimedBarrier(SeparationBarrier):
@@ -402,7 +403,9 @@ def main() -> int:
     parser.add_argument("--kill-episodes", type=int, default=4, help="episode pairs of the supervisor-killed case")
     parser.add_argument("--steps", type=int, default=50, help="commands per episode")
     parser.add_argument("--packages", default="", help="two arm packages 'A,B' instead of the scripted goal seeker")
-    parser.add_argument("--cases", default="", help="comma-separated case names to run (default: all)")
+    parser.add_argument(
+        "--cases", default="", help=f"comma-separated case keys to run, of {', '.join(CASE_KEYS)} (default: all)"
+    )
     parser.add_argument("--out", default="cell_runtime", help="results file stem")
     args = parser.parse_args()
     sizes = (args.episodes, args.adversary_episodes, args.ablation_episodes, args.kill_episodes, args.steps)
@@ -416,11 +419,30 @@ def main() -> int:
     main_policy = "package" if packages else "goal_seeker"
     on, off = {"barrier": True, "supervisor": True}, {"barrier": False, "supervisor": False}
     cases = [
-        {"name": f"{main_policy}, supervised", "policy": main_policy, **on, "episodes": args.episodes},
-        {"name": f"{main_policy}, supervisor off", "policy": main_policy, **off, "episodes": args.ablation_episodes},
-        {"name": "adversary, supervised", "policy": "adversary", **on, "episodes": args.adversary_episodes},
-        {"name": "adversary, supervisor off", "policy": "adversary", **off, "episodes": args.ablation_episodes},
+        {"key": "main", "name": f"{main_policy}, supervised", "policy": main_policy, **on, "episodes": args.episodes},
         {
+            "key": "main-off",
+            "name": f"{main_policy}, supervisor off",
+            "policy": main_policy,
+            **off,
+            "episodes": args.ablation_episodes,
+        },
+        {
+            "key": "adversary",
+            "name": "adversary, supervised",
+            "policy": "adversary",
+            **on,
+            "episodes": args.adversary_episodes,
+        },
+        {
+            "key": "adversary-off",
+            "name": "adversary, supervisor off",
+            "policy": "adversary",
+            **off,
+            "episodes": args.ablation_episodes,
+        },
+        {
+            "key": "kill",
             "name": f"{main_policy}, supervisor killed mid-run",
             "policy": main_policy,
             **on,
@@ -429,7 +451,13 @@ def main() -> int:
         },
     ]
     wanted = {c.strip() for c in args.cases.split(",") if c.strip()}
-    cases = [dict(c, steps=args.steps, packages=packages) for c in cases if not wanted or c["name"] in wanted]
+    if wanted - set(CASE_KEYS):
+        print(
+            f"error: unknown case {sorted(wanted - set(CASE_KEYS))}; --cases takes {', '.join(CASE_KEYS)}",
+            file=sys.stderr,
+        )
+        return 2
+    cases = [dict(c, steps=args.steps, packages=packages) for c in cases if not wanted or c["key"] in wanted]
     results: dict[str, Any] = {
         "machine": f"{platform.node()} ({platform.processor() or platform.machine()}, {mp.cpu_count()} cores)",
         "note": (
