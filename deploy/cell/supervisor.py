@@ -70,9 +70,19 @@ class CellSupervisor:
         self._clock = clock
         self.counts: Counter[str] = Counter()
         self.arms: dict[int, ArmRecord] = {}
+        # no SO_REUSEADDR: on Linux it lets a second UDP socket share the port, so a stale supervisor and a new one
+        # would split the arms' reports between them. A UDP port is free again the moment its holder dies, so a
+        # restarted supervisor binds at once without it.
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, port))
+        try:
+            self._sock.bind((host, port))
+        except OSError as err:
+            self._sock.close()
+            raise OSError(
+                err.errno,
+                f"cannot serve the cell on {host}:{port} ({err.strerror}): another supervisor (or a stale one from an "
+                "earlier run) holds the port; stop it or pick another --port",
+            ) from err
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

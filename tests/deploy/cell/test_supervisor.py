@@ -132,3 +132,16 @@ def test_a_killed_supervisor_restarted_on_its_port_is_picked_up_again() -> None:
 
 def test_bad_arguments_exit_2() -> None:
     assert main(["--stale-s", "-1"]) == 2
+
+
+def test_a_second_supervisor_on_a_served_port_is_refused_with_the_cause(capsys: pytest.CaptureFixture[str]) -> None:
+    first = CellSupervisor(port=0)
+    try:
+        port = first.address[1]
+        with pytest.raises(OSError, match="another supervisor .* holds the port"):
+            CellSupervisor(port=port)
+        assert main(["--port", str(port)]) == 2
+        assert "holds the port" in capsys.readouterr().err
+    finally:
+        first.stop()
+    CellSupervisor(port=port).stop()  # free again once its holder has gone
