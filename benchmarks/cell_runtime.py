@@ -160,10 +160,15 @@ def _arm_child(conn: Any, arm: int, port: str, case: dict[str, Any], goals: np.n
 
 
 def _start_supervisor() -> subprocess.Popen:
-    """The supervisor in its own interpreter, on ``SUPERVISOR_PORT``; returns once it listens."""
+    """The supervisor in its own interpreter, on ``SUPERVISOR_PORT``; returns once it listens (raises when it could
+    not: a stale supervisor from an earlier run holding the port would otherwise be measured in its place)."""
     args = [sys.executable, "-m", "deploy.cell.supervisor", "--port", str(SUPERVISOR_PORT), "--stale-s", str(STALE_S)]
-    supervisor = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    supervisor.stdout.readline()  # type: ignore[union-attr]
+    supervisor = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    line = supervisor.stdout.readline()  # type: ignore[union-attr]
+    if not line.startswith("cell supervisor on"):
+        supervisor.kill()
+        _, err = supervisor.communicate()
+        raise RuntimeError(f"the supervisor did not start on port {SUPERVISOR_PORT}: {err.strip() or line.strip()}")
     return supervisor
 
 
@@ -230,10 +235,12 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     return summarize(case, arms, truth, wall_s)
 
 
-def _wait_steps(cell: Any, steps: int) -> None:
-    """Wait until the cell has stepped ``steps`` more control steps."""
+def _wait_steps(cell: Any, steps: int, deadline: float) -> None:
+    """Wait until the cell has stepped ``steps`` more control steps (raises past ``deadline``, monotonic seconds)."""
     target = cell.steps + steps
     while cell.steps < target:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the cell stepped {cell.steps - target + steps} of {steps} control steps in time")
         time.sleep(cell.period_s)
 
 
@@ -249,13 +256,16 @@ def run_kill_case(case: dict[str, Any]) -> dict[str, Any]:
     events: dict[str, float] = {}
 
     def kill_and_restart() -> None:
+        deadline = time.monotonic() + RUN_SLACK_S
         while min(robot.counts["homes"] for robot in cell.robots) < 1:
+            if time.monotonic() > deadline:
+                raise RuntimeError("an arm never homed: its runtime did not start")
             time.sleep(cell.period_s)
-        _wait_steps(cell, KILL_AFTER_STEPS)  # both arms are in their first episode, moving toward their goals
+        _wait_steps(cell, KILL_AFTER_STEPS, deadline)  # both arms are in their first episode, moving to their goals
         supervisor[0].send_signal(signal.SIGKILL)
         supervisor[0].wait()
         events["killed"] = time.monotonic()
-        _wait_steps(cell, OUTAGE_STEPS)
+        _wait_steps(cell, OUTAGE_STEPS, deadline)
         events["back"] = time.monotonic()
         supervisor[0] = _start_supervisor()
 
@@ -408,6 +418,8 @@ def main() -> int:
     )
     parser.add_argument("--out", default="cell_runtime", help="results file stem")
     args = parser.parse_args()
+    # a SIGTERM (a killed benchmark) unwinds through the cases' cleanup: no supervisor is left holding the port
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     sizes = (args.episodes, args.adversary_episodes, args.ablation_episodes, args.kill_episodes, args.steps)
     if min(sizes) < 1:
         print("error: every episode count and --steps must be >= 1", file=sys.stderr)
