@@ -17,6 +17,7 @@ from deploy.cell.report import PositionReport
 from deploy.runtime.position_bound import COUPLING_SHARE
 from deploy.runtime.safety import CLIP, FilterResult, SafetyLimits
 from deploy.runtime.separation import (
+    CUT_ITERATIONS,
     PARTNER_STALE,
     SEPARATION_BARRIER,
     SEPARATION_INSIDE,
@@ -42,6 +43,27 @@ def test_box_distance_spelled_out() -> None:
     assert box_distance((0, 0, 0), (1, 1, 1), (0.5, 0.5, 0.5), (2, 2, 2)) == 0.0
 
 
+coordinate = st.floats(-0.5, 0.5, allow_nan=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    corner=st.lists(coordinate, min_size=3, max_size=3),
+    size=st.lists(st.floats(0.0, 0.1), min_size=3, max_size=3),
+    moves=st.lists(st.lists(st.floats(-0.06, 0.06), min_size=3, max_size=3), max_size=4),
+    move=st.lists(st.floats(-0.06, 0.06), min_size=3, max_size=3),
+    obstacles=st.lists(
+        st.tuples(st.lists(coordinate, min_size=3, max_size=3), st.lists(st.floats(0.0, 0.3), min_size=3, max_size=3)),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_the_cuts_clearance_is_the_distance_of_the_reach_box(corner, size, moves, move, obstacles) -> None:
+    reach = Reach(corner, [c + s for c, s in zip(corner, size, strict=True)], moves, COUPLING_SHARE)
+    boxes = [(low, [v + w for v, w in zip(low, width, strict=True)]) for low, width in obstacles]
+    assert reach.clearance(move, boxes) == pytest.approx(nearest(reach.box(move), boxes), abs=1e-12)
+
+
 def test_reach_is_the_hull_of_the_partial_sums_widened_by_coupling() -> None:
     # moves +0.04 then -0.1 on x: partial sums 0.04, -0.06; farthest 0.06 -> coupling 0.1 x 0.06 = 0.006 every axis
     reach = Reach((0, 0, 0), (0.01, 0, 0), [[0.04, 0, 0], [-0.1, 0, 0]], COUPLING_SHARE)
@@ -63,7 +85,9 @@ def test_a_command_toward_the_obstacle_is_cut_to_the_target() -> None:
     cut, reason = separation_cut(reach, [1.0, 0.3, 0.0], 0.5, [obstacle], MIN_SEP, 0.5)
     assert reason == SEPARATION_BARRIER
     assert cut[1] == 0.3  # the side move does not approach the obstacle: it is kept
-    assert nearest(reach.box([u * 0.5 for u in cut]), [obstacle]) == pytest.approx(0.2, abs=1e-4)
+    # never inside the target, and short of it by at most one bisection step of the x move (with its coupling)
+    after = nearest(reach.box([u * 0.5 for u in cut]), [obstacle])
+    assert 0.2 - 1e-12 <= after <= 0.2 + 1.1 * 0.5 * 2.0**-CUT_ITERATIONS
 
 
 def test_inside_the_separation_only_moves_away_pass() -> None:
