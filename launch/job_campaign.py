@@ -19,18 +19,13 @@ from launch.jobs import write_resolved
 
 logger = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 PROGRESS_EVERY_S = 30.0
 
 
 def settings_from_config(config: dict[str, Any]) -> tuple[CampaignSettings, list[str]]:
     """The campaign settings of a launch config, and the ``key=value`` overrides that differ from the defaults (a
     replay line carries them)."""
-    data = dict(config)
-    package = Path(data["package"])
-    if not package.is_absolute() and not package.exists() and (REPO_ROOT / package).exists():
-        data["package"] = str(REPO_ROOT / package)  # the shipped package, from any working folder
-    settings = CampaignSettings.from_mapping(data)
+    settings = CampaignSettings.from_mapping(dict(config))
     defaults = CampaignSettings()
     overrides = [f"{k}={config[k]}" for k, v in defaults.as_dict().items() if config.get(k, v) != v]
     return settings, overrides
@@ -38,7 +33,7 @@ def settings_from_config(config: dict[str, Any]) -> tuple[CampaignSettings, list
 
 def main(config: dict[str, Any]) -> int:
     settings, overrides = settings_from_config(config)
-    load_package(settings.package)  # a missing or tampered package: one line here, not a worker failing to start
+    load_package(settings.package_path)  # a missing or tampered package: one line here, not a worker failing to start
     run_dir = Path(config["output"]) / config["name"]
     write_resolved(config, run_dir)
     seeds = list(range(config["seed"], config["seed"] + config["runs"]))

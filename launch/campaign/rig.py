@@ -60,7 +60,7 @@ class CampaignRig:
         self.settings = settings
         self.spec = settings.spec()
         self.config = settings.loop_config()
-        package = load_package(settings.package)
+        package = load_package(settings.package_path)
         self.contract = package.contract
         self.shipped = package.make_backend("ort-cpu", "fp32")
         self.robot = SimRobot(
@@ -166,7 +166,7 @@ class CampaignRig:
 
 def describe_sample(seed: int, settings: CampaignSettings) -> dict[str, Any]:
     """What sample ``seed`` is (its policy and faults), without running it (for a run that hung)."""
-    action_dim = load_package(settings.package).contract.action_dim
+    action_dim = load_package(settings.package_path).contract.action_dim
     return draw_sample(seed, settings, settings.spec(), action_dim).describe()
 
 

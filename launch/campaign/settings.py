@@ -9,10 +9,12 @@ same settings per tick as on the robot, four times faster. The physics is unchan
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
 from deploy.robot_spec import RobotSpec, load_robot_spec
 from deploy.runtime.loop_config import LoopConfig
+from deploy.shipped import resolve_path
 
 CAMPAIGN_NOISE_STD_M = 0.001  # the campaign robot's spec noise (metres): a noise fault up to it is within the spec
 # the robot's real-time settings (seconds at its real period), scaled by the campaign's time scale
@@ -34,7 +36,7 @@ class CampaignSettings:
     :param max_faults: robot faults per run, at most.
     :param max_fault_ticks: longest fault, in robot ticks (about one per control period).
     :param run_timeout_s: wall seconds after which a run counts as hung (its worker is killed and replaced).
-    :param package: the shipped policy package (one of the policies).
+    :param package: the policy package (one of the policies): a folder, or ``shipped:<path>`` (``deploy.shipped``).
     :param box_tolerance_m: how far outside the workspace box the true gripper may be (metres).
     """
 
@@ -44,7 +46,7 @@ class CampaignSettings:
     max_faults: int = 3
     max_fault_ticks: int = 60
     run_timeout_s: float = 30.0
-    package: str = "models/default"
+    package: str = "shipped:models/default"
     box_tolerance_m: float = 0.001
 
     def __post_init__(self) -> None:
@@ -79,6 +81,11 @@ class CampaignSettings:
         base = self.base_spec()
         scale = self.time_scale(base)
         return replace(base, watchdog_hold_s=base.watchdog_hold_s * scale, watchdog_stop_s=base.watchdog_stop_s * scale)
+
+    @property
+    def package_path(self) -> Path:
+        """The package's folder on this machine (``shipped:`` resolved; any other path as the shell means it)."""
+        return resolve_path(self.package)
 
     @property
     def horizon_ticks(self) -> int:

@@ -92,3 +92,30 @@ def test_train_then_export_its_checkpoint_from_another_folder(tmp_path: Path):
     export = cli(tmp_path, "export")  # its default checkpoint: runs/train_fetch_reach/model.zip, in this folder
     assert export.returncode == 0, export.stderr
     assert (tmp_path / "runs" / "export" / "package" / "manifest.json").is_file()
+
+
+SHIPPED_FOLDERS = ("calibration/", "models/", "launch/")  # what a launch value can name of the installation
+
+
+def _strings(value: object, where: str):
+    """Every string in a loaded launch file, with where it sits (``key.key[i]``)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _strings(item, f"{where}[{i}]")
+    elif isinstance(value, str):
+        yield where, value
+
+
+@pytest.mark.parametrize("launch_file", sorted((ROOT / "launch").glob("*.yaml")), ids=lambda p: p.name)
+def test_a_shipped_launch_file_names_shipped_files_as_shipped(launch_file: Path) -> None:
+    # a bare calibration/..., models/... or launch/... is relative to the user's folder and fails outside the
+    # checkout (train_cell.yaml's calibration did: "robot spec file calibration/sim_fetch.yaml does not exist")
+    bare = [
+        f"{key}: {value}"
+        for key, value in _strings(yaml.safe_load(launch_file.read_text()), "")
+        if value.startswith(SHIPPED_FOLDERS)
+    ]
+    assert not bare, f"{launch_file.name}: write shipped:<path> for {bare}"
