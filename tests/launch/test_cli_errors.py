@@ -211,3 +211,19 @@ def test_a_missing_module_that_is_no_optional_dependency_is_a_bug_and_raises(mon
     monkeypatch.setattr("launch.cli.run_job", job_without)
     with pytest.raises(ModuleNotFoundError, match="launch.job_nope"):
         main(["train"])
+
+
+def test_a_package_that_fails_its_export_checks_is_one_line_naming_the_report(monkeypatch, capsys):
+    from deploy.export.exporter import ExportCheckError
+
+    def failing_export(config):  # what export_package raises when a variant breaks a tolerance
+        raise ExportCheckError(
+            "the exported package fails its checks and was not installed (kept for inspection in "
+            "runs/cell_packages/arm_1.rejected, see its report.md):\n  int8: max |action - torch| 0.302 > 0.03"
+        )
+
+    monkeypatch.setattr("launch.cli.run_job", failing_export)
+    assert main(["export"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "arm_1.rejected, see its report.md" in err and "int8: max |action - torch| 0.302 > 0.03" in err
