@@ -94,9 +94,14 @@ def _percentiles(values: list[float], prefix: str) -> dict[str, float]:
     }
 
 
-def _arm_child(conn: Any, arm: int, port: str, case: dict[str, Any], goals: np.ndarray, cell: dict[str, Any]) -> None:
-    """One arm's runtime in its own interpreter (robot side only); sends back its results."""
+def _arm_child(
+    conn: Any, arm: int, port: str, case: dict[str, Any], goals: np.ndarray, cell: dict[str, Any], done: Any
+) -> None:
+    """One arm's runtime in its own interpreter (robot side only), parked after its goals until the partner's are
+    served too (``done``: one event per arm); sends back its results."""
+    from deploy.cell.arm_process import MAX_PARK_EPISODES
     from deploy.cell.layout import CellLayout
+    from deploy.cell.lingering_goals import LingeringGoals
     from deploy.cell.partner_link import PartnerLink
     from deploy.cell.policy_input import PartnerInput, cell_arm_contract, robot_contract
     from deploy.cell.scripted import Adversary, GoalSeeker
@@ -131,7 +136,9 @@ def _arm_child(conn: Any, arm: int, port: str, case: dict[str, Any], goals: np.n
     fallback = layout.point_to_cell(arm, separation.partner_home_m)
     wrapped = PartnerInput(policy, barrier.partner_position, contract.state_dim, fallback)
     config = LoopConfig(max_episode_steps=case["steps"], startup_timeout_s=30.0)
-    controller = Controller(port, contract, wrapped, spec, GoalSource(goals), config, separation=barrier)
+    home = layout.point_to_cell(arm, cell["homes"][arm])
+    source = LingeringGoals(GoalSource(goals), home, done[arm].set, done[1 - arm].is_set, MAX_PARK_EPISODES)
+    controller = Controller(port, contract, wrapped, spec, source, config, separation=barrier)
     try:
         report = controller.run()
     finally:
@@ -147,7 +154,9 @@ def _arm_child(conn: Any, arm: int, port: str, case: dict[str, Any], goals: np.n
                     "distance_m": e.final_distance_m,
                 }
                 for e in report.episodes
+                if not source.is_park(e.index)
             ],
+            "park_episodes": source.parked,
             "timing": report.timing,
             "interventions": report.interventions,
             "counts": {k: int(v) for k, v in report.counts.items()},
@@ -190,11 +199,12 @@ def _run_arms(
     facts = _cell_facts()
     ctx = mp.get_context("spawn")
     pipes, processes = [], []
+    done = (ctx.Event(), ctx.Event())
     started = time.monotonic()
     try:
         for arm in (0, 1):
             parent, child = ctx.Pipe()
-            process = ctx.Process(target=_arm_child, args=(child, arm, ports[arm], case, goals[:, arm], facts))
+            process = ctx.Process(target=_arm_child, args=(child, arm, ports[arm], case, goals[:, arm], facts, done))
             process.start()
             child.close()
             pipes.append(parent)

@@ -75,6 +75,7 @@ def run_cell(config: dict[str, Any]) -> dict[str, Any]:
     supervisor = start_supervisor(config["supervisor_port"], config["stale_s"])
     ctx = mp.get_context("spawn")
     processes, pipes = [], []
+    done = (ctx.Event(), ctx.Event())  # each arm's goals served (it then parks until the other's are)
     started = time.monotonic()
     try:
         for arm in (0, 1):
@@ -93,12 +94,13 @@ def run_cell(config: dict[str, Any]) -> dict[str, Any]:
                 episode_steps=config["episode_steps"],
                 separation=separation,
                 supervisor=("127.0.0.1", config["supervisor_port"]),
+                home_m=cell.layout().point_to_cell(arm, cell.home_m(arm)),
                 spec=spec,
                 backend=config["backend"],
                 variant=config["variant"],
             )
             parent, child = ctx.Pipe()
-            process = ctx.Process(target=arm_process_main, args=(child, job), name=f"cell-arm-{arm}")
+            process = ctx.Process(target=arm_process_main, args=(child, job, done), name=f"cell-arm-{arm}")
             process.start()
             child.close()
             processes.append(process)

@@ -10,18 +10,22 @@ arm's ``Controller`` with its separation barrier to the end of its goals and ret
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from deploy.cell.lingering_goals import LingeringGoals
 from deploy.cell.policy_input import cell_arm_contract, is_cell_arm, robot_contract
 from deploy.contract import ObservationContract
 from deploy.runtime.separation import SeparationConfig
 
 SCRIPTED = ("goal_seeker", "adversary")  # deploy.cell.scripted: for the simulated cell, not for a robot
+# park episodes an arm serves at most while its partner finishes (a partner that lost this many episodes' time to
+# stops is not coming back in a useful time; an arm that then ends leaves it holding, which is safe)
+MAX_PARK_EPISODES = 200
 
 
 class ArmPackageError(ValueError):
@@ -38,6 +42,8 @@ class ArmJob:
     :param episode_steps: control steps per target.
     :param separation: the arm's separation rule (its ``arm`` is this job's arm).
     :param supervisor: the supervisor's (host, UDP port).
+    :param home_m: where a HOME leaves this arm's gripper (metres, its own frame): where it parks, reporting, once
+        its goals are served until the partner's are too (``deploy.cell.lingering_goals``).
     :param spec: the robot spec file (None: the shipped ``calibration/sim_fetch.yaml``).
     :param backend: the package's inference backend (``deploy.runtime.backends``).
     :param variant: the package variant.
@@ -49,6 +55,7 @@ class ArmJob:
     episode_steps: int
     separation: SeparationConfig
     supervisor: tuple[str, int]
+    home_m: tuple[float, float, float]
     spec: str | None = None
     backend: str = "ort-cpu"
     variant: str = "fp32"
@@ -87,8 +94,13 @@ def arm_policy(job: ArmJob, robot: ObservationContract) -> tuple[Callable[[np.nd
     return package.make_backend(job.backend, job.variant), robot_contract(package.contract)
 
 
-def run_arm(job: ArmJob) -> dict[str, Any]:
-    """Run the arm's runtime to the end of its goals; its episodes, timing, interventions and counts."""
+def run_arm(job: ArmJob, done: Sequence[Any]) -> dict[str, Any]:
+    """Run the arm's runtime to the end of its goals, parked after them until the partner is done too; its real
+    episodes, timing, interventions and counts.
+
+    :param done: one flag per arm (``set()``, ``is_set()``: ``multiprocessing.Event`` across processes): an arm sets
+        its own once its goals are served.
+    """
     from deploy.cell.arm_runtime import cell_arm_runtime
     from deploy.contract import fetch_reach_contract
     from deploy.robot_spec import load_robot_spec
@@ -97,7 +109,8 @@ def run_arm(job: ArmJob) -> dict[str, Any]:
 
     spec = load_robot_spec(job.spec) if job.spec else load_robot_spec()
     policy, contract = arm_policy(job, fetch_reach_contract(spec.delay_range[1]))
-    goals = GoalSource(np.asarray(job.goals, dtype=np.float64))
+    own = GoalSource(np.asarray(job.goals, dtype=np.float64))
+    goals = LingeringGoals(own, job.home_m, done[job.arm].set, done[1 - job.arm].is_set, MAX_PARK_EPISODES)
     runtime = cell_arm_runtime(
         job.port,
         contract,
@@ -114,7 +127,9 @@ def run_arm(job: ArmJob) -> dict[str, Any]:
         "episodes": [
             {"index": e.index, "success": bool(e.success), "aborted": bool(e.aborted), "distance_m": e.final_distance_m}
             for e in report.episodes
+            if not goals.is_park(e.index)
         ],
+        "park_episodes": goals.parked,
         "timing": dict(report.timing),
         "interventions": dict(report.interventions),
         "counts": {k: int(v) for k, v in report.counts.items()},
@@ -123,10 +138,10 @@ def run_arm(job: ArmJob) -> dict[str, Any]:
     }
 
 
-def arm_process_main(conn: Any, job: ArmJob) -> None:
+def arm_process_main(conn: Any, job: ArmJob, done: Sequence[Any]) -> None:
     """The process's entry (``multiprocessing`` spawn): run the arm and send back its summary, or its error."""
     try:
-        conn.send(run_arm(job))
+        conn.send(run_arm(job, done))
     except Exception as err:  # the parent reports it; a traceback in a child's stderr is easy to miss
         conn.send({"arm": job.arm, "error": f"{type(err).__name__}: {err}"})
     finally:

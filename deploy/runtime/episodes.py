@@ -39,6 +39,10 @@ class EpisodeTracker:
         """The current episode has taken all its policy steps."""
         return self.steps >= self.max_episode_steps
 
+    def has_next(self) -> bool:
+        """Whether a goal is left (``start_next`` would begin an episode)."""
+        return self.goals.has_next()
+
     def start_next(self) -> Episode | None:
         """Begin the next episode (None when every goal has been served)."""
         self.current = self.goals.next()

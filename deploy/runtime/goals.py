@@ -81,6 +81,10 @@ class GoalSource:
     def remaining(self) -> int:
         return len(self) - self._next
 
+    def has_next(self) -> bool:
+        """Whether ``next`` would give an episode."""
+        return self._next < len(self)
+
     def next(self) -> Episode | None:
         """The next episode, or None when every goal has been served."""
         if self._next >= len(self):

@@ -157,9 +157,10 @@ class ModeRules:
 
     def _next_episode(self) -> None:
         """HOME for the next episode (``HomingTicks``); a cell arm whose partner's report is stale holds instead:
-        nothing moves while the partner is stale (``CommandPath.may_home``), and HOLD asks again."""
+        nothing moves while the partner is stale (``CommandPath.may_home``), and HOLD asks again. With no goal left
+        the run ends whatever the partner: ending moves nothing (a partner that already ended is stale for good)."""
         ctl = self.ctl
-        if ctl.path.may_home():
+        if ctl.path.may_home() or not ctl.episodes.has_next():
             self.homing.start_episode()
             return
         if ctl.sm.state is not LoopState.HOLD:

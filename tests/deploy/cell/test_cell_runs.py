@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from deploy.cell.arm_runtime import cell_arm_runtime
+from deploy.cell.lingering_goals import LingeringGoals
 from deploy.cell.policy_input import cell_arm_contract
 from deploy.cell.scripted import Adversary, GoalSeeker
 from deploy.cell.supervisor import CellSupervisor
@@ -158,4 +159,45 @@ def test_a_killed_supervisor_holds_both_arms_until_it_is_back() -> None:
     for report, barrier in results:
         assert barrier.counts[PARTNER_STALE] > 0
         assert report.interventions.get(PARTNER_STALE, 0) == barrier.counts[PARTNER_STALE]
+    assert cell.separation.summary()["separation_steps"] == 0
+
+
+def test_the_arm_that_finishes_first_parks_and_reports_so_its_partner_finishes_too(cell_and_supervisor) -> None:
+    # An arm whose runtime ended would stop reporting, and its partner holds on a stale report for good. Arm 0
+    # has 1 goal and arm 1 has 3: arm 0 parks at its home, reporting, until arm 1 is done; then both runs end
+    # (arm 0 with its partner already gone and stale: ending moves nothing).
+    cell, supervisor = cell_and_supervisor
+    spec = load_robot_spec()
+    contract = fetch_reach_contract(spec.delay_range[1])
+    goals = cell_goals(5000, 3)
+    done = (threading.Event(), threading.Event())
+    sources, runtimes = [], []
+    for arm, count in ((0, 1), (1, 3)):
+        home = cell.layout().point_to_cell(arm, cell.home_m(arm))
+        source = LingeringGoals(GoalSource(goals[:count, arm]), home, done[arm].set, done[1 - arm].is_set, 50)
+        separation = SeparationConfig(arm, cell.layout(), stale_s=STALE_S, partner_home_m=cell.home_m(1 - arm))
+        sources.append(source)
+        runtimes.append(
+            cell_arm_runtime(
+                cell.port_names[arm],
+                contract,
+                GoalSeeker(cell_arm_contract(contract)),
+                spec,
+                source,
+                separation,
+                supervisor.address,
+                LoopConfig(max_episode_steps=30),
+            )
+        )
+    reports: list = [None, None]
+    threads = [threading.Thread(target=lambda i=i: reports.__setitem__(i, runtimes[i].run())) for i in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(RUN_TIMEOUT_S)
+    assert not any(thread.is_alive() for thread in threads), "an arm was left holding on its ended partner"
+    assert sources[0].parked >= 1 and sources[1].parked == 0  # arm 0 waited parked; arm 1 found it done
+    pairs = zip(reports, sources, strict=True)
+    real = [[e for e in report.episodes if not source.is_park(e.index)] for report, source in pairs]
+    assert [len(r) for r in real] == [1, 3] and not any(e.aborted for r in real for e in r)
     assert cell.separation.summary()["separation_steps"] == 0
