@@ -239,9 +239,8 @@ class CellScene:
     def arms_touch_at(self, grips_world: np.ndarray) -> bool:
         """Whether the two arms, each settled from the start pose with its gripper at ``grips_world[arm]`` (world,
         metres), would touch or come within ``GOAL_POSE_CLEARANCE_M``: such a goal pair cannot be a team success
-        (or only by a hair), however the arms move. Runs in a scratch
-        copy of the physics (the episode's state is untouched), contacts off while settling, then one collision
-        pass.
+        (or only by a hair), however the arms move. Runs in a scratch copy of the physics (the episode's state is
+        untouched), contacts off while settling, then one collision pass.
         """
         if len(self.arms) < 2:
             return False
