@@ -83,7 +83,7 @@ class GoalSource:
 
     def has_next(self) -> bool:
         """Whether ``next`` would give an episode."""
-        return self._next < len(self)
+        return self.remaining > 0
 
     def next(self) -> Episode | None:
         """The next episode, or None when every goal has been served."""
