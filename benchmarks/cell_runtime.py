@@ -36,6 +36,7 @@ import argparse
 import json
 import math
 import multiprocessing as mp
+import os
 import platform
 import signal
 import subprocess
@@ -60,6 +61,8 @@ TARGET_TICK_P99_S = 1e-3
 RUN_SLACK_S = 120.0  # beyond the episodes' own time, before a runtime is declared hung
 KILL_AFTER_STEPS = 20  # the kill case: control steps into both arms' first episode before the supervisor is killed
 OUTAGE_STEPS = 25  # the kill case: control steps (1 s at 25 Hz) before the supervisor is restarted
+STARTUP_TIMEOUT_S = 30.0  # a runtime's wait for its first state: fresh interpreters on a loaded 2-core machine
+RT_PRIORITY = 50  # --realtime: SCHED_FIFO of the runtimes (arm i pinned to CPU i) and the supervisor (the cell: 49)
 CASE_KEYS = ("main", "main-off", "adversary", "adversary-off", "kill")  # what --cases selects
 
 
@@ -70,6 +73,9 @@ class TimedBarrier(SeparationBarrier):
         super().__init__(*args, **kwargs)
         self.cut_s: list[float] = []
         self.sent_s: list[float] = []
+
+    def summary(self) -> dict[str, Any]:
+        return {**super().summary(), **_percentiles(self.cut_s, "cut_s"), **_percentiles(self.sent_s, "report_s")}
 
     def cut(self, result: Any, bound: Any) -> Any:
         t0 = time.perf_counter()
@@ -98,31 +104,12 @@ def _percentiles(values: list[float], prefix: str) -> dict[str, float]:
 def _arm_child(
     conn: Any, arm: int, port: str, case: dict[str, Any], goals: np.ndarray, cell: dict[str, Any], done: Any
 ) -> None:
-    """One arm's runtime in its own interpreter (robot side only), parked after its goals until the partner's are
-    served too (``done``: one event per arm); sends back its results."""
-    from deploy.cell.arm_process import MAX_PARK_EPISODES
+    """One arm's runtime in its own interpreter (robot side only): what ``robot-grpo cell`` runs per arm
+    (``deploy.cell.arm_process``), with the barrier's calls timed."""
+    from deploy.cell.arm_process import ArmJob, arm_process_main
     from deploy.cell.layout import CellLayout
-    from deploy.cell.lingering_goals import LingeringGoals
-    from deploy.cell.partner_link import PartnerLink
-    from deploy.cell.policy_input import PartnerInput, cell_arm_contract, robot_contract
-    from deploy.cell.scripted import Adversary, GoalSeeker
-    from deploy.contract import fetch_reach_contract
-    from deploy.robot_spec import load_robot_spec
-    from deploy.runtime.goals import GoalSource
-    from deploy.runtime.loop import Controller
-    from deploy.runtime.loop_config import LoopConfig
     from deploy.runtime.separation import SeparationConfig
 
-    spec = load_robot_spec()
-    if case["policy"] == "package":
-        from deploy.runtime.package import load_package
-
-        package = load_package(case["packages"][arm])
-        contract = robot_contract(package.contract)
-        policy = package.make_backend("ort-cpu")
-    else:
-        contract = fetch_reach_contract(spec.delay_range[1])
-        policy = (GoalSeeker if case["policy"] == "goal_seeker" else Adversary)(cell_arm_contract(contract))
     layout = CellLayout(tuple(cell["centre_xy"]))
     separation = SeparationConfig(
         arm,
@@ -132,54 +119,26 @@ def _arm_child(
         partner_home_m=tuple(cell["homes"][1 - arm]),
         enforce=case["barrier"],
     )
-    link = PartnerLink(arm, ("127.0.0.1", SUPERVISOR_PORT))
-    barrier = TimedBarrier(separation, link)
-    fallback = layout.point_to_cell(arm, separation.partner_home_m)
-    wrapped = PartnerInput(policy, barrier.partner_position, contract.state_dim, fallback)
-    config = LoopConfig(max_episode_steps=case["steps"], startup_timeout_s=30.0)
-    home = layout.point_to_cell(arm, cell["homes"][arm])
-    source = LingeringGoals(GoalSource(goals), home, done[arm].set, done[1 - arm].is_set, MAX_PARK_EPISODES)
-    controller = Controller(port, contract, wrapped, spec, source, config, separation=barrier)
-    try:
-        report = controller.run()
-    finally:
-        link.close()
-    conn.send(
-        {
-            "arm": arm,
-            "episodes": [
-                {
-                    "index": e.index,
-                    "success": bool(e.success),
-                    "aborted": bool(e.aborted),
-                    "distance_m": e.final_distance_m,
-                }
-                for e in report.episodes
-                if not source.is_park(e.index)
-            ],
-            "park_episodes": source.parked,
-            "timing": report.timing,
-            "interventions": report.interventions,
-            "counts": {k: int(v) for k, v in report.counts.items()},
-            "barrier_counts": dict(barrier.counts),
-            "link_counts": dict(link.counts),
-            **_percentiles(barrier.cut_s, "cut_s"),
-            **_percentiles(barrier.sent_s, "report_s"),
-        }
+    job = ArmJob(
+        port=port,
+        policy=case["packages"][arm] if case["policy"] == "package" else case["policy"],
+        goals=tuple(tuple(map(float, g)) for g in goals),
+        episode_steps=case["steps"],
+        separation=separation,
+        supervisor=("127.0.0.1", SUPERVISOR_PORT),
+        home_m=layout.point_to_cell(arm, cell["homes"][arm]),
+        realtime_priority=case["rt_priority"],
+        cpu=arm if case["rt_priority"] is not None else None,  # each arm's runtime on a CPU of its own
+        startup_timeout_s=STARTUP_TIMEOUT_S,
     )
+    arm_process_main(conn, job, done, TimedBarrier)
 
 
-def _start_supervisor() -> subprocess.Popen:
-    """The supervisor in its own interpreter, on ``SUPERVISOR_PORT``; returns once it listens (raises when it could
-    not: a stale supervisor from an earlier run holding the port would otherwise be measured in its place)."""
-    args = [sys.executable, "-m", "deploy.cell.supervisor", "--port", str(SUPERVISOR_PORT), "--stale-s", str(STALE_S)]
-    supervisor = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    line = supervisor.stdout.readline()  # type: ignore[union-attr]
-    if not line.startswith("cell supervisor on"):
-        supervisor.kill()
-        _, err = supervisor.communicate()
-        raise RuntimeError(f"the supervisor did not start on port {SUPERVISOR_PORT}: {err.strip() or line.strip()}")
-    return supervisor
+def _start_supervisor(case: dict[str, Any]) -> subprocess.Popen:
+    """The supervisor in its own interpreter, on ``SUPERVISOR_PORT``, at the case's priority."""
+    from deploy.cell.supervisor import spawn_supervisor
+
+    return spawn_supervisor(SUPERVISOR_PORT, STALE_S, case["rt_priority"], cwd=ROOT)
 
 
 def _cell_facts() -> dict[str, Any]:
@@ -217,7 +176,10 @@ def _run_arms(
         for parent in pipes:
             if not parent.poll(max(1.0, budget - (time.monotonic() - started))):
                 raise RuntimeError(f"case {case['name']}: a runtime did not finish within {budget:.0f} s")
-            arms.append(parent.recv())
+            result = parent.recv()
+            if "error" in result:
+                raise RuntimeError(f"case {case['name']}: arm {result['arm']}'s runtime failed: {result['error']}")
+            arms.append(result)
         for process in processes:
             process.join()
     finally:
@@ -234,8 +196,9 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     if case.get("kill"):
         return run_kill_case(case)
     goals = cell_goals(GOAL_SEED, case["episodes"])
-    supervisor = _start_supervisor() if case["supervisor"] else None
-    robot = SimRobotProcess(robot_class=SimCellRobot, min_separation_m=MIN_SEPARATION_M)
+    supervisor = _start_supervisor(case) if case["supervisor"] else None
+    robot_priority = None if case["rt_priority"] is None else case["rt_priority"] - 1  # as control_loop's robot
+    robot = SimRobotProcess(robot_priority, robot_class=SimCellRobot, min_separation_m=MIN_SEPARATION_M)
     try:
         arms, wall_s = _run_arms(case, robot.port_name, goals)
     finally:
@@ -263,7 +226,7 @@ def run_kill_case(case: dict[str, Any]) -> dict[str, Any]:
 
     goals = cell_goals(GOAL_SEED, case["episodes"])
     cell = SimCellRobot(min_separation_m=MIN_SEPARATION_M).start()
-    supervisor = [_start_supervisor()]
+    supervisor = [_start_supervisor(case)]
     events: dict[str, float] = {}
 
     def kill_and_restart() -> None:
@@ -278,7 +241,7 @@ def run_kill_case(case: dict[str, Any]) -> dict[str, Any]:
         events["killed"] = time.monotonic()
         _wait_steps(cell, OUTAGE_STEPS, deadline)
         events["back"] = time.monotonic()
-        supervisor[0] = _start_supervisor()
+        supervisor[0] = _start_supervisor(case)
 
     try:
         arms, wall_s = _run_arms(case, cell.port_names, goals, during=kill_and_restart)
@@ -343,6 +306,10 @@ def summarize(case: dict[str, Any], arms: list[dict[str, Any]], truth: dict[str,
     }
 
 
+def _load(load: Any) -> str:
+    return "-" if not load else " ".join(f"{v:.2f}" for v in load)
+
+
 def _us(seconds: float) -> str:
     return "-" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1e6:.0f}"
 
@@ -351,7 +318,8 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
     lines = [
         "# Two-arm cell through the runtimes (benchmarks/cell_runtime.py)",
         "",
-        f"Machine: {results['machine']}; {results['note']}",
+        f"Machine: {results['machine']}; {results['note']}. Scheduler: {results.get('scheduler', 'default')}; "
+        f"load average at start {_load(results.get('load_start'))}, at end {_load(results.get('load_end'))}.",
         "",
         "Separation as the physics saw it at every 2 ms substep: a separation violation is a control step whose "
         f"gripper centres came closer than {MIN_SEPARATION_M} m (what the barrier plans against); a contact, one in "
@@ -427,6 +395,12 @@ def main() -> int:
     parser.add_argument(
         "--cases", default="", help=f"comma-separated case keys to run, of {', '.join(CASE_KEYS)} (default: all)"
     )
+    parser.add_argument(
+        "--realtime",
+        action="store_true",
+        help=f"runtimes and supervisor under SCHED_FIFO {RT_PRIORITY}, arm i's runtime pinned to CPU i, the simulated "
+        f"cell at {RT_PRIORITY - 1} (as a real cell runs them; needs root or CAP_SYS_NICE)",
+    )
     parser.add_argument("--out", default="cell_runtime", help="results file stem")
     args = parser.parse_args()
     # a SIGTERM (a killed benchmark) unwinds through the cases' cleanup: no supervisor is left holding the port
@@ -480,7 +454,12 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
-    cases = [dict(c, steps=args.steps, packages=packages) for c in cases if not wanted or c["key"] in wanted]
+    priority = RT_PRIORITY if args.realtime else None
+    cases = [
+        dict(c, steps=args.steps, packages=packages, rt_priority=priority)
+        for c in cases
+        if not wanted or c["key"] in wanted
+    ]
     results: dict[str, Any] = {
         "machine": f"{platform.node()} ({platform.processor() or platform.machine()}, {mp.cpu_count()} cores)",
         "note": (
@@ -491,6 +470,12 @@ def main() -> int:
                 else "the scripted goal seeker (no trained cell package ships; see the module docstring)"
             )
         ),
+        "scheduler": (
+            f"SCHED_FIFO {RT_PRIORITY}, arm i's runtime on CPU i (the simulated cell {RT_PRIORITY - 1}, unpinned)"
+            if args.realtime
+            else "default"
+        ),
+        "load_start": os.getloadavg(),
         "command": " ".join(["benchmarks/cell_runtime.py", *sys.argv[1:]]),
         "cases": [],
     }
@@ -499,6 +484,7 @@ def main() -> int:
         results["cases"].append(run_case(case))
         r = results["cases"][-1]
         print(f"  {r['truth']}; team success {r['team_success_runtime']:.0%}; {r['wall_s']:.0f} s", flush=True)
+    results["load_end"] = os.getloadavg()
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(results, indent=1, default=float))
     write_markdown(results, RESULTS / f"{args.out}.md")

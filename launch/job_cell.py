@@ -17,7 +17,6 @@ import json
 import multiprocessing as mp
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -51,15 +50,14 @@ def arm_policies(config: dict[str, Any]) -> list[str]:
     return [str(folder) for folder in folders]
 
 
-def start_supervisor(port: int, stale_s: float) -> subprocess.Popen:
+def start_supervisor(port: int, stale_s: float, realtime_priority: int | None = None) -> subprocess.Popen:
     """The supervisor in its own interpreter on loopback ``port``; returns once it listens."""
-    args = [sys.executable, "-m", "deploy.cell.supervisor", "--port", str(port), "--stale-s", str(stale_s)]
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-    line = process.stdout.readline()  # type: ignore[union-attr]
-    if "cell supervisor on" not in line:
-        process.kill()
-        raise LaunchError(f"the cell supervisor did not start on port {port} (UDP in use?): {line.strip()!r}")
-    return process
+    from deploy.cell.supervisor import SupervisorStartError, spawn_supervisor
+
+    try:
+        return spawn_supervisor(port, stale_s, realtime_priority)
+    except SupervisorStartError as err:
+        raise LaunchError(str(err)) from None
 
 
 def run_cell(config: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +70,7 @@ def run_cell(config: dict[str, Any]) -> dict[str, Any]:
     goals = cell_goals(config["seed"], config["episodes"], min_separation_m=config["min_separation_m"])
     spec = str(config["calibration"]) if config["calibration"] else None
     cell = SimCellRobot(spec, min_separation_m=config["min_separation_m"]).start()
-    supervisor = start_supervisor(config["supervisor_port"], config["stale_s"])
+    supervisor = start_supervisor(config["supervisor_port"], config["stale_s"], config["realtime_priority"])
     ctx = mp.get_context("spawn")
     processes, pipes = [], []
     done = (ctx.Event(), ctx.Event())  # each arm's goals served (it then parks until the other's are)
@@ -98,6 +96,8 @@ def run_cell(config: dict[str, Any]) -> dict[str, Any]:
                 spec=spec,
                 backend=config["backend"],
                 variant=config["variant"],
+                realtime_priority=config["realtime_priority"],
+                cpu=None if config["arm_cpus"] is None else config["arm_cpus"][arm],
             )
             parent, child = ctx.Pipe()
             process = ctx.Process(target=arm_process_main, args=(child, job, done), name=f"cell-arm-{arm}")

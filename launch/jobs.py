@@ -248,6 +248,9 @@ SCHEMAS: dict[str, Section] = {
             ),
             "seed": Field("int", 0, low=0, doc="seed of the goal sequence (sim robot: the env's seeded goals)"),
             "realtime_priority": Field("int", None, low=1, high=99, nullable=True, doc="SCHED_FIFO priority"),
+            "cpu": Field(
+                "int", None, low=0, nullable=True, doc="pin the loop and its policy thread to this CPU (Linux)"
+            ),
             "explore": Field("bool", False, doc="propose mean + the policy's Gaussian noise (data for fine-tuning)"),
             "explore_std_scale": Field(
                 "float",
@@ -288,6 +291,22 @@ SCHEMAS: dict[str, Section] = {
             ),
             "barrier": Field("bool", True, doc="the separation barrier cuts commands (false: the ablation)"),
             "supervisor_port": Field("int", SUPERVISOR_PORT, low=1024, high=65535, doc="the supervisor's UDP port"),
+            "realtime_priority": Field(
+                "int",
+                None,
+                low=1,
+                high=99,
+                nullable=True,
+                doc="SCHED_FIFO priority of the arms' runtimes and the supervisor (a real cell's; needs CAP_SYS_NICE)",
+            ),
+            "arm_cpus": Field(
+                "list[int]",
+                None,
+                length=2,
+                low=0,
+                nullable=True,
+                doc="pin arm 0's and arm 1's runtime (loop and policy thread) to these CPUs (Linux)",
+            ),
             "output": Field("path", "runs"),
         }
     ),

@@ -20,7 +20,8 @@ import numpy as np
 from deploy.cell.lingering_goals import LingeringGoals
 from deploy.cell.policy_input import cell_arm_contract, is_cell_arm, robot_contract
 from deploy.contract import ObservationContract
-from deploy.runtime.separation import SeparationConfig
+from deploy.runtime.loop_config import LoopConfig
+from deploy.runtime.separation import SeparationBarrier, SeparationConfig
 
 SCRIPTED = ("goal_seeker", "adversary")  # deploy.cell.scripted: for the simulated cell, not for a robot
 # park episodes an arm serves at most while its partner finishes (a partner that lost this many episodes' time to
@@ -47,6 +48,10 @@ class ArmJob:
     :param spec: the robot spec file (None: the shipped ``calibration/sim_fetch.yaml``).
     :param backend: the package's inference backend (``deploy.runtime.backends``).
     :param variant: the package variant.
+    :param realtime_priority: the runtime's SCHED_FIFO priority (its loop and policy threads; None: the default
+        scheduler), as ``LoopConfig.realtime_priority``.
+    :param cpu: the CPU the runtime's loop and policy threads are pinned to (None: free), as ``LoopConfig.cpu``.
+    :param startup_timeout_s: seconds to wait for the arm's first valid state (``LoopConfig.startup_timeout_s``).
     """
 
     port: str
@@ -59,6 +64,9 @@ class ArmJob:
     spec: str | None = None
     backend: str = "ort-cpu"
     variant: str = "fp32"
+    realtime_priority: int | None = None
+    cpu: int | None = None
+    startup_timeout_s: float = LoopConfig.startup_timeout_s
 
     @property
     def arm(self) -> int:
@@ -94,18 +102,20 @@ def arm_policy(job: ArmJob, robot: ObservationContract) -> tuple[Callable[[np.nd
     return package.make_backend(job.backend, job.variant), robot_contract(package.contract)
 
 
-def run_arm(job: ArmJob, done: Sequence[Any]) -> dict[str, Any]:
+def run_arm(
+    job: ArmJob, done: Sequence[Any], barrier_class: type[SeparationBarrier] = SeparationBarrier
+) -> dict[str, Any]:
     """Run the arm's runtime to the end of its goals, parked after them until the partner is done too; its real
-    episodes, timing, interventions and counts.
+    episodes, timing, interventions and counts, and the barrier's ``summary()``.
 
     :param done: one flag per arm (``set()``, ``is_set()``: ``multiprocessing.Event`` across processes): an arm sets
         its own once its goals are served.
+    :param barrier_class: the separation barrier (a subclass that also times its calls: the cell benchmark).
     """
     from deploy.cell.arm_runtime import cell_arm_runtime
     from deploy.contract import fetch_reach_contract
     from deploy.robot_spec import load_robot_spec
     from deploy.runtime.goals import GoalSource
-    from deploy.runtime.loop_config import LoopConfig
 
     spec = load_robot_spec(job.spec) if job.spec else load_robot_spec()
     policy, contract = arm_policy(job, fetch_reach_contract(spec.delay_range[1]))
@@ -119,7 +129,13 @@ def run_arm(job: ArmJob, done: Sequence[Any]) -> dict[str, Any]:
         goals,
         job.separation,
         job.supervisor,
-        LoopConfig(max_episode_steps=job.episode_steps),
+        LoopConfig(
+            max_episode_steps=job.episode_steps,
+            realtime_priority=job.realtime_priority,
+            cpu=job.cpu,
+            startup_timeout_s=job.startup_timeout_s,
+        ),
+        barrier_class=barrier_class,
     )
     report = runtime.run()
     return {
@@ -133,15 +149,17 @@ def run_arm(job: ArmJob, done: Sequence[Any]) -> dict[str, Any]:
         "timing": dict(report.timing),
         "interventions": dict(report.interventions),
         "counts": {k: int(v) for k, v in report.counts.items()},
-        "barrier_counts": dict(runtime.barrier.counts),
         "link_counts": dict(runtime.link.counts),
+        **runtime.barrier.summary(),
     }
 
 
-def arm_process_main(conn: Any, job: ArmJob, done: Sequence[Any]) -> None:
+def arm_process_main(
+    conn: Any, job: ArmJob, done: Sequence[Any], barrier_class: type[SeparationBarrier] = SeparationBarrier
+) -> None:
     """The process's entry (``multiprocessing`` spawn): run the arm and send back its summary, or its error."""
     try:
-        conn.send(run_arm(job, done))
+        conn.send(run_arm(job, done, barrier_class))
     except Exception as err:  # the parent reports it; a traceback in a child's stderr is easy to miss
         conn.send({"arm": job.arm, "error": f"{type(err).__name__}: {err}"})
     finally:

@@ -52,6 +52,7 @@ def cell_arm_runtime(
     separation: SeparationConfig,
     supervisor: tuple[str, int],
     config: LoopConfig | None = None,
+    barrier_class: type[SeparationBarrier] = SeparationBarrier,
     **controller_kwargs: Any,
 ) -> CellArmRuntime:
     """Assemble arm ``separation.arm``'s runtime.
@@ -65,10 +66,11 @@ def cell_arm_runtime(
         first report).
     :param supervisor: the supervisor's (host, port).
     :param config: loop settings.
+    :param barrier_class: the separation barrier (a subclass may time its calls, as the cell benchmark's does).
     :param controller_kwargs: more ``Controller`` arguments (ticklog, on_tick, policy_id, ...).
     """
     link = PartnerLink(separation.arm, supervisor)
-    barrier = SeparationBarrier(separation, link)
+    barrier = barrier_class(separation, link)
     home = separation.partner_home_m
     layout: CellLayout = separation.layout
     fallback = layout.point_to_cell(separation.arm, home) if home is not None else (0.0,) * contract.goal_dim

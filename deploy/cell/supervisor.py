@@ -13,7 +13,10 @@ one control period.
 
 Run it on the runtimes' host:
 
-    python -m deploy.cell.supervisor --port 47100 --stale-s 0.12
+    python -m deploy.cell.supervisor --port 47100 --stale-s 0.12 [--realtime-priority 50]
+
+(``spawn_supervisor`` starts it so from Python and returns once it serves.) On a real cell it runs at the runtimes'
+SCHED_FIFO priority: a report it forwards late is a partner that goes stale, and a stale partner holds the arm.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -31,12 +36,18 @@ from dataclasses import dataclass
 from deploy.cell.layout import ARMS
 from deploy.cell.partner_link import LOOPBACK, MAX_DATAGRAM
 from deploy.cell.report import PositionReport, ReportError, decode_report
+from deploy.runtime.realtime import enter_realtime
 from deploy.runtime.separation import DEFAULT_STALE_S
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PORT = 47100
 POLL_S = 0.01  # longest wait for a datagram, so stop() acts promptly (seconds)
+SERVING = "cell supervisor on"  # the first line the supervisor prints once it serves
+
+
+class SupervisorStartError(RuntimeError):
+    """The supervisor process did not come up (its port held, a priority refused); the message says why."""
 
 
 @dataclass
@@ -155,17 +166,49 @@ class CellSupervisor:
         return {f"arm_{arm}_age_s": (now - r.report.stamp_s if (r := self.arms.get(arm)) else None) for arm in ARMS}
 
 
+def spawn_supervisor(
+    port: int, stale_s: float = DEFAULT_STALE_S, realtime_priority: int | None = None, **popen: object
+) -> subprocess.Popen:
+    """The supervisor in its own interpreter (``python -m deploy.cell.supervisor``) on loopback ``port``; returns
+    once it serves. Raises ``SupervisorStartError`` with the supervisor's own error when it did not start (a stale
+    supervisor holding the port would otherwise serve in its place). ``popen``: more ``subprocess.Popen`` arguments
+    (``cwd``, ``env``)."""
+    args = [sys.executable, "-m", "deploy.cell.supervisor", "--port", str(port), "--stale-s", str(stale_s)]
+    if realtime_priority is not None:
+        args += ["--realtime-priority", str(realtime_priority)]
+    with tempfile.TemporaryFile(mode="w+") as errors:  # a file, not a pipe: nobody reads it while it serves
+        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=errors, text=True, **popen)  # type: ignore[call-overload]
+        line = process.stdout.readline()  # type: ignore[union-attr]
+        if line.startswith(SERVING):
+            return process
+        process.kill()
+        process.wait()
+        errors.seek(0)
+        raise SupervisorStartError(
+            f"the cell supervisor did not start on port {port}: {errors.read().strip() or line.strip() or 'no output'}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="cell supervisor: shares the arms' position reports (loopback UDP)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="UDP port on loopback")
     parser.add_argument("--stale-s", type=float, default=DEFAULT_STALE_S, help="drop reports older than this (s)")
+    parser.add_argument(
+        "--realtime-priority", type=int, default=None, help="serve under SCHED_FIFO at this priority (1-99; Linux)"
+    )
     args = parser.parse_args(argv)
     try:
         supervisor = CellSupervisor(args.port, stale_s=args.stale_s)
     except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"cell supervisor on {supervisor.address[0]}:{supervisor.address[1]}", flush=True)
+    try:
+        restore_scheduler = enter_realtime(args.realtime_priority)
+    except (ValueError, OSError) as err:  # refused (no CAP_SYS_NICE) or out of range
+        supervisor.stop()
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"{SERVING} {supervisor.address[0]}:{supervisor.address[1]}", flush=True)
     stop = threading.Event()
     try:
         supervisor.serve(stop)
@@ -173,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     finally:
         supervisor.stop()
+        restore_scheduler()
     return 0
 
 

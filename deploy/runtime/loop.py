@@ -36,7 +36,6 @@ command goes out in ``finally`` and repeats until acknowledged.
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from collections import Counter
@@ -58,12 +57,13 @@ from deploy.runtime.loop_modes import ModeRules
 from deploy.runtime.outbox import Outbox
 from deploy.runtime.policy_guard import PolicyGuard
 from deploy.runtime.policy_worker import PolicyWorker
-from deploy.runtime.realtime import enter_realtime
+from deploy.runtime.realtime import enter_realtime, pin_threads
 from deploy.runtime.robot_link import RobotLink
 from deploy.runtime.robot_resets import ResetHistory
 from deploy.runtime.run_report import RunReport
 from deploy.runtime.safety import InterventionCounter, SafetyLimits
 from deploy.runtime.separation import SeparationBarrier
+from deploy.runtime.slack_collector import SlackCollector
 from deploy.runtime.state_check import StateChecker
 from deploy.runtime.state_inbox import StateInbox
 from deploy.runtime.state_intake import StateIntake
@@ -152,6 +152,7 @@ class Controller:
         worker = PolicyWorker() if clock is time.monotonic else None
         guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock, check_policy_id(policy_id), worker)
         self.path = CommandPath(contract, limits, self.line, guard, separation)
+        self.collector = SlackCollector()
         if separation is not None:  # the barrier plans from this arm's bound, position and commands in flight
             separation.attach(limits, self.period_s, contract.position_slice, self.intake, self.line)
         self.outbox = Outbox(self.robot_link, clock, self.line, self.intake, self.path, self.counts)
@@ -173,12 +174,18 @@ class Controller:
     # Run -----------------------------------------------------------------------------------------------------
     def run(self) -> RunReport:
         """Run until the goals are served, ``max_ticks``, or an error; the stop goes out in ``finally``."""
-        restore_scheduler = enter_realtime(self.config.realtime_priority)
+        worker = self.path.guard.worker  # the policy runs there: at the loop's priority, or the loop waits behind it
+        helpers = () if worker is None else (worker.native_id,)
+        restore_affinity = pin_threads(self.config.cpu, helpers)
+        try:
+            restore_scheduler = enter_realtime(self.config.realtime_priority, helpers)
+        except BaseException:
+            restore_affinity()
+            raise
         try:
             self.robot_link.open()  # LinkError names the port if it cannot be opened
             if self.config.freeze_gc:  # before the first message: the robot's first answer must not wait for it
-                gc.collect()
-                gc.freeze()
+                self.collector.start()
             self.mode_since = self._clock()
             self.sm.to(LoopState.WAIT_FRESH, self.tick, f"connected to {self.robot_link.name}")
             self.outbox.heartbeat()
@@ -190,9 +197,9 @@ class Controller:
         finally:
             self._shutdown()
             self.path.guard.close()
-            if self.config.freeze_gc:
-                gc.unfreeze()
+            self.collector.stop()
             restore_scheduler()
+            restore_affinity()
         return self.report()
 
     def report(self) -> RunReport:
@@ -258,6 +265,7 @@ class Controller:
             record.jitter_s = lateness
             if self.ticklog is not None:
                 self.ticklog.append(record)
+        self.collector.after_command()  # the answer is out: the collector's turn, not in the next state's tick
         while self.sm.state is not LoopState.DONE and (remaining := deadline - self._clock()) > 0:
             self._receive(remaining)  # an e-stop acts at once; a state waits for the next tick
         if self.on_tick is not None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from deploy.runtime.realtime import MAX_RT_PRIORITY
 from deploy.runtime.rejection_window import RejectionWindow
 
-MAX_RT_PRIORITY = 99  # SCHED_FIFO priorities on Linux
 HOME_RETRY_ROUND_TRIPS = 2.0  # a HOME is resent only after this many measured round trips without its answer
 
 
@@ -50,9 +50,13 @@ class LoopConfig:
     :param max_ticks: end the run after this many ticks (None: when the goals run out).
     :param reconnect_interval_s: after a port failure, reopen the port at most this often.
     :param realtime_priority: run the loop's thread under SCHED_FIFO at this priority (1..99; Linux, needs root or
-        CAP_SYS_NICE); None keeps the default scheduler. The previous policy is restored when the run ends.
-    :param freeze_gc: move everything allocated before the loop into the GC's permanent generation, so a
-        collection during a tick only scans the loop's own young objects.
+        CAP_SYS_NICE); None keeps the default scheduler. The previous policy is restored when the run ends. The
+        policy's thread runs at the same priority.
+    :param cpu: pin the loop's thread and its policy's thread to this CPU (Linux; None: free to move). With a
+        ``realtime_priority``, the policy call's hand-off then wakes no other CPU (``deploy.runtime.realtime``).
+    :param freeze_gc: move everything allocated before the loop into the GC's permanent generation and turn the
+        automatic collector off for the run: the loop collects in each tick's slack, after its command went out
+        (``deploy.runtime.slack_collector``), never between a state and its answer.
     """
 
     period_s: float | None = None
@@ -75,11 +79,14 @@ class LoopConfig:
     max_ticks: int | None = None
     reconnect_interval_s: float = 0.5
     realtime_priority: int | None = None
+    cpu: int | None = None
     freeze_gc: bool = True
 
     def __post_init__(self) -> None:
         if self.realtime_priority is not None and not 1 <= self.realtime_priority <= MAX_RT_PRIORITY:
             raise ValueError(f"realtime_priority must be in 1..{MAX_RT_PRIORITY} or None, got {self.realtime_priority}")
+        if self.cpu is not None and self.cpu < 0:
+            raise ValueError(f"cpu must be a CPU number >= 0 or None, got {self.cpu}")
         for name in ("max_episode_steps", "hold_ticks", "home_retry_ticks", "max_implausible_states"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

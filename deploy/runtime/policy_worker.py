@@ -39,6 +39,11 @@ class PolicyWorker:
         self._thread.start()
 
     @property
+    def native_id(self) -> int:
+        """The worker thread's native id (a Linux TID: what ``os.sched_setscheduler`` takes for one thread)."""
+        return self._thread.native_id  # type: ignore[return-value]  # set once started, in __init__
+
+    @property
     def busy(self) -> bool:
         """A call was submitted and its result not taken yet."""
         return self._busy

@@ -226,10 +226,10 @@ def separation_cut(
     :returns: the command to send (command units) and the reason ("" when it passed unchanged).
     """
     command = [float(v) for v in proposed]
-    d0 = nearest(reach.box(), obstacles)
+    low0, high0 = reach.box()
+    d0 = nearest((low0, high0), obstacles)
     if not command or not any(command) or not math.isfinite(d0):
         return command, ""
-    low0, high0 = reach.box()
     if d0 < min_separation_m:
         cut = list(command)
         centre = [(a + b) / 2 for a, b in zip(low0, high0, strict=True)]
@@ -318,6 +318,10 @@ class SeparationBarrier:
     @property
     def attached(self) -> bool:
         return self._limits is not None
+
+    def summary(self) -> dict[str, Any]:
+        """What a run reports of the barrier: its counts by reason (plain types, picklable)."""
+        return {"barrier_counts": dict(self.counts)}
 
     # The partner ---------------------------------------------------------------------------------------------
     def partner(self) -> tuple[PositionReport | None, float]:

@@ -319,6 +319,35 @@ def test_realtime_priority_is_restored_after_the_run():
     assert _os.sched_getscheduler(0) == policy_before
 
 
+class SchedulerSpy(DelayAwareP):
+    """The P policy that notes the scheduling policy of the thread each call runs on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.policies: set[int] = set()
+
+    def __call__(self, obs):
+        import os as _os
+
+        self.policies.add(_os.sched_getscheduler(0))
+        return super().__call__(obs)
+
+
+def test_the_policy_thread_runs_at_the_loops_realtime_priority():
+    """A SCHED_FIFO loop that waits on a policy thread of normal priority waits behind everything else."""
+    import os as _os
+
+    if _os.sched_getscheduler(0) != _os.SCHED_OTHER:
+        pytest.skip("the test process already runs under a real-time policy")
+    spy = SchedulerSpy()
+    config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=3, max_ticks=20, realtime_priority=10)
+    try:
+        run_loop(spy, seeded_goals([0]), config, robot_spec())
+    except PermissionError:
+        pytest.skip("no root / CAP_SYS_NICE here")
+    assert spy.policies == {_os.SCHED_FIFO}
+
+
 @pytest.mark.slow
 def test_real_time_closed_loop_at_25_hz():
     """Real-time robot at the contract's 25 Hz: the P policy reaches the same goals as in pure sim."""
