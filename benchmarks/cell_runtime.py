@@ -19,10 +19,9 @@ for the gripper centres); each is attributed to the episode pair under way (each
 its tick latency (state in -> command out, which includes the barrier's cut), overruns, the barrier's own cost per
 call (the cut of a RUN command, and the report sent after every command), interventions by reason.
 
-Policy: no trained cell package is shipped (trained cell policies reach 95% team success in simulation, see
-docs/guides/two-arm-cell.md, but their int8 variant can miss its parity tolerance and the export then refuses the
-pair), so the main case runs the scripted goal seeker; ``--packages A,B`` runs two exported arm packages
-(``deploy.export.cell_arm``) instead.
+Policy: the main case runs the scripted goal seeker by default (no trained cell package ships with the project);
+``--packages A,B`` runs two exported arm packages (``deploy.export.cell_arm``; a trained cell policy's int8 misses its
+parity tolerance, so export it with ``variants=[fp32, fp16]``, docs/guides/cell.md) instead.
 
     nice -n 10 .venv/bin/python benchmarks/cell_runtime.py [--episodes 1000] [--adversary-episodes 200] \
         [--ablation-episodes 200] [--kill-episodes 4] [--steps 50]
@@ -467,7 +466,7 @@ def main() -> int:
             + (
                 "the arm packages " + ", ".join(packages)
                 if packages
-                else "the scripted goal seeker (no trained cell package ships; see the module docstring)"
+                else "the scripted goal seeker (no trained cell package ships with the project)"
             )
         ),
         "scheduler": (

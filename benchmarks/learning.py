@@ -4,7 +4,8 @@ Tasks (``--task``):
 
 - ``easy``: DelayedFetchReach-v0, delay 2, 5 cm (the robot task); target 95%;
 - ``hard``: DelayedFetchReach-v0, delay drawn per episode in 1..3, 2 cm; target 95% within 40k env steps;
-- ``push``: DelayedFetchPush-v0, delay 2; target 90% within 1M env steps and 45 minutes per seed.
+- ``push``: DelayedFetchPush-v0, delay 2; target 90% within 1M env steps and 45 minutes per seed;
+- ``pick``: DelayedFetchPickAndPlace-v0, delay 2; the push settings at a budget of 200k env steps (aim 80%).
 
 GRPO runs with the hyperparameters of the task's launch file (``launch/train_fetch_reach.yaml``: the defaults,
 ``launch/train_hard_reach.yaml``, ``launch/train_delayed_push.yaml``): the benchmark measures what
@@ -88,6 +89,15 @@ TASKS = {
     ),
     "push": Task(
         "DelayedFetchPush-v0", {"delay": 2}, "train_delayed_push.yaml", 0.90, 1_000_000, "push", {"grpo": 20_000}
+    ),
+    "pick": Task(
+        "DelayedFetchPickAndPlace-v0",
+        {"delay": 2},
+        "train_delayed_pick_and_place.yaml",
+        0.80,
+        200_000,
+        "push",
+        {"grpo": 19_200},
     ),
 }
 
@@ -416,7 +426,7 @@ def main() -> None:
         algo = "sac" if variant == "sac_her" else "grpo"
         eval_every = args.eval_every or task.eval_every.get(algo, update_steps)
         wall_s = None
-        if variant == "sac_her" and args.task == "push":
+        if variant == "sac_her" and args.task in ("push", "pick"):
             wall_s = args.sac_wall_s or grpo_train_s.get(seed, DEFAULT_SAC_WALL_S)
         elif variant == "sac_her" and args.sac_wall_s:
             wall_s = args.sac_wall_s

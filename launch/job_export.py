@@ -30,9 +30,14 @@ def export(config: dict[str, Any], overwrite: bool = True) -> Path:
             "runs/<name>/model.zip) or set checkpoint to an existing .zip"
         )
     try:
-        checks = ExportConfig(n_parity_obs=config["parity_observations"], n_episodes=config["closed_loop_episodes"])
-    except ValueError as err:  # check sizes below what a package must be verified on
-        raise LaunchError(f"'parity_observations' / 'closed_loop_episodes': {err}") from None
+        checks = ExportConfig(
+            n_parity_obs=config["parity_observations"],
+            n_episodes=config["closed_loop_episodes"],
+            variants=tuple(config["variants"]),
+        )
+    except ValueError as err:  # check sizes below what a package must be verified on, or variants without fp32
+        keys = "'variants'" if "variants" in str(err) else "'parity_observations' / 'closed_loop_episodes'"
+        raise LaunchError(f"{keys}: {err}") from None
     model = GRPO.load(config["checkpoint"], device="cpu")
     if is_cell_env(env_id):
         return export_cell(model, config, env_kwargs, checks, overwrite)

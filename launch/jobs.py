@@ -23,6 +23,7 @@ from deploy.contract import MAX_DELAY_STEPS
 from deploy.robot_spec_sections import SAFE_NAME
 from deploy.runtime.backends import BACKEND_NAMES
 from deploy.runtime.exploration import DEFAULT_STD_SCALE
+from deploy.runtime.package_names import ONNX_VARIANTS
 from launch.schema import Field, LaunchError, Section, validate
 
 JOBS = ("train", "eval", "export", "run", "cell", "calibrate", "finetune", "demo", "population", "campaign")
@@ -216,6 +217,12 @@ SCHEMAS: dict[str, Section] = {
             "out_dir": Field("path", required=True, doc="policy package folder to write"),
             "parity_observations": Field("int", 10_000, low=100),
             "closed_loop_episodes": Field("int", 100, low=1),
+            "variants": Field(
+                "list[str]",
+                list(ONNX_VARIANTS),
+                choices=ONNX_VARIANTS,
+                doc="ONNX variants to build, check and ship (fp32 always); leave out one that misses its tolerance",
+            ),
             "output": Field("path", "runs"),
         }
     ),

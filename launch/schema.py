@@ -30,10 +30,10 @@ class Field:
     """One key of a launch file.
 
     :param kind: "int", "float", "bool", "str", "path" (``shipped:<path>`` names a shipped file), "list[float]",
-        "list[int]", "mapping" (free-form, checked later by the job, e.g. algorithm hyperparameters against the
-        algorithm's signature).
+        "list[int]", "list[str]" (each item one of ``choices``), "mapping" (free-form, checked later by the job, e.g.
+        algorithm hyperparameters against the algorithm's signature).
     :param default: the value when the key is absent; ``required=True`` fields have none.
-    :param choices: allowed values (for "str").
+    :param choices: allowed values (for "str"; for each item of "list[str]").
     :param low: inclusive lower bound (numbers; list items).
     :param high: inclusive upper bound.
     :param length: required list length.
@@ -113,6 +113,11 @@ def _check_field(value: Any, key: str, spec: Field) -> Any:
         if spec.length is not None and len(value) != spec.length:
             raise LaunchError(f"'{key}' must have {spec.length} items, got {len(value)}")
         item = Field("int" if kind == "list[int]" else "float", low=spec.low, high=spec.high)
+        return [_check_field(v, f"{key}[{i}]", item) for i, v in enumerate(value)]
+    if kind == "list[str]":
+        if not isinstance(value, list | tuple):
+            raise LaunchError(f"'{key}' must be a list, got {value!r}")
+        item = Field("str", choices=spec.choices)
         return [_check_field(v, f"{key}[{i}]", item) for i, v in enumerate(value)]
     if kind == "mapping":
         if not isinstance(value, Mapping):

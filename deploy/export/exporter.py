@@ -43,6 +43,7 @@ from deploy.runtime.backends import INPUT_NAME, OUTPUT_NAME, BackendUnavailableE
 from deploy.runtime.package import (
     EWC_FILE,
     MANIFEST_NAME,
+    ONNX_VARIANTS,
     PACKAGE_FORMAT_VERSION,
     SELFTEST_FILE,
     VARIANT_FILES,
@@ -83,6 +84,10 @@ class ExportConfig:
     :param max_batch: largest batch of the TensorRT profile.
     :param build_engine: try to build the TensorRT engine here (skipped, with a note, without TensorRT/GPU).
     :param strict: refuse to install a package that breaks a tolerance (raise ExportCheckError).
+    :param variants: the ONNX variants to build, check and ship (fp32 always; the engine is built from it). Leaving
+        one out is the way to ship a policy that a variant cannot carry within its tolerance (a high-gain cell
+        policy's int8 missed 0.03 at one parity observation in 10,000); the runtime then refuses that variant by
+        name (``variant 'int8' is not in this package``) instead of running it.
     """
 
     n_parity_obs: int = MIN_PARITY_OBS
@@ -98,9 +103,18 @@ class ExportConfig:
     max_batch: int = 64
     build_engine: bool = True
     strict: bool = True
+    variants: tuple[str, ...] = ONNX_VARIANTS
     allow_small_checks: bool = field(default=False, repr=False)  # unit tests only: smaller check sizes
 
     def __post_init__(self) -> None:
+        self.variants = tuple(self.variants)
+        unknown = [v for v in self.variants if v not in ONNX_VARIANTS]
+        if unknown or "fp32" not in self.variants or len(set(self.variants)) != len(self.variants):
+            raise ValueError(
+                f"variants must be distinct ONNX variants of {list(ONNX_VARIANTS)} including 'fp32', got "
+                f"{list(self.variants)}"
+            )
+        self.variants = tuple(v for v in ONNX_VARIANTS if v in self.variants)  # one order in files and reports
         if not self.allow_small_checks and (self.n_parity_obs < MIN_PARITY_OBS or self.n_episodes < MIN_EPISODES):
             raise ValueError(
                 f"a package needs >= {MIN_PARITY_OBS} parity observations and >= {MIN_EPISODES} closed-loop "
@@ -254,21 +268,23 @@ def _build_variants(
     n_actions = int(torch_act(np.zeros((1, contract.flat_dim), np.float32)).shape[1])
     if n_actions != contract.action_dim:
         raise ValueError(f"the policy outputs {n_actions} actions, the env's contract {contract.action_dim}")
-    convert_fp16(fp32, work / VARIANT_FILES["fp16"])
-    logger.info("export: int8 calibration on %d sim observations", config.n_calibration_obs)
-    share = config.n_calibration_obs // len(config.calibration_noise_stds)
-    calibration = np.concatenate(
-        on_envs(
-            envs,
-            [
-                lambda env, i=i, noise=noise: collect_observations(
-                    env, torch_act, share, config.calibration_seed + i * share, noise
-                )
-                for i, noise in enumerate(config.calibration_noise_stds)
-            ],
+    if "fp16" in config.variants:
+        convert_fp16(fp32, work / VARIANT_FILES["fp16"])
+    if "int8" in config.variants:
+        logger.info("export: int8 calibration on %d sim observations", config.n_calibration_obs)
+        share = config.n_calibration_obs // len(config.calibration_noise_stds)
+        calibration = np.concatenate(
+            on_envs(
+                envs,
+                [
+                    lambda env, i=i, noise=noise: collect_observations(
+                        env, torch_act, share, config.calibration_seed + i * share, noise
+                    )
+                    for i, noise in enumerate(config.calibration_noise_stds)
+                ],
+            )
         )
-    )
-    quantize_int8(fp32, work / VARIANT_FILES["int8"], calibration, config.int8_activation_bits)
+        quantize_int8(fp32, work / VARIANT_FILES["int8"], calibration, config.int8_activation_bits)
 
     logger.info("export: %d parity observations from sim rollouts", config.n_parity_obs)
     half = config.n_parity_obs // 2
@@ -317,7 +333,8 @@ def _build_variants(
             "latency": latency_us(backend, parity_obs, config.latency_calls),
         }
 
-    for variant in ("fp32", "fp16", "int8"):
+    report["left_out"] = [v for v in ONNX_VARIANTS if v not in config.variants]
+    for variant in config.variants:
         model = (work / VARIANT_FILES[variant]).read_bytes()
         report["variants"][variant] = check(
             variant, OrtBackend(model, "ort-cpu"), lambda m=model: OrtBackend(m, "ort-cpu"), envs
@@ -379,7 +396,7 @@ def _manifest(
     trained_delay_range: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     low, high = trained_delay_range or env.unwrapped.delay_range
-    variants = {v: VARIANT_FILES[v] for v in ("fp32", "fp16", "int8")}
+    variants = {v: VARIANT_FILES[v] for v in config.variants}
     if (work / VARIANT_FILES["engine"]).exists():
         variants["engine"] = VARIANT_FILES["engine"]
     files = sorted(p.name for p in work.iterdir() if p.is_file() and p.name != MANIFEST_NAME)

@@ -104,9 +104,12 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{PARITY_TOLERANCE[variant]:g} | {row['success_rate']:.1%} | {drop:+.1f} | "
             f"{row['latency']['p50_us']:.1f} | {row['latency']['p99_us']:.1f} |"
         )
+    left_out = report.get("left_out", [])
     lines += [
         "",
-        f"int8 scheme: {report['int8_scheme']}.",
+        f"Left out by the export's variants setting (not in the package): {', '.join(left_out)}."
+        if left_out
+        else f"int8 scheme: {report['int8_scheme']}.",
         "",
         "fp16 on a CPU: onnxruntime x86 has no fp16 Gemm kernel and runs those nodes in fp32 on the fp16-rounded "
         "weights, so that row measures fp16 storage; fp16 arithmetic is checked on a GPU (the engine row when built "

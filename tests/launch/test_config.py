@@ -58,6 +58,12 @@ def test_defaults_are_filled_in():
             "'env.approach_coef' scores the gripper's approach to an object; DelayedFetchReach-v0 has no object",
         ),
         ({"job": "train", "env": {"id": "DelayedFetchPush-v0", "approach_coef": -1}}, "'env.approach_coef' = -1"),
+        (
+            {"job": "export", "checkpoint": "m.zip", "out_dir": "p", "variants": ["fp32", "int4"]},
+            "'variants[1]' = 'int4' is not allowed; allowed values: fp32, fp16, int8",
+        ),
+        ({"job": "run", "cpu": -1}, "'cpu' = -1 is out of range"),
+        ({"job": "cell", "arm_cpus": [0]}, "'arm_cpus' must have 2 items"),
     ],
 )
 def test_bad_launch_data_names_the_key(data, message):

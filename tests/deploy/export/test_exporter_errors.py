@@ -86,3 +86,21 @@ def test_one_episode_in_a_hundred_is_exactly_one_percentage_point() -> None:
         },
     }
     assert verify.check_report(report) == ["fp16: closed-loop success 71.0% vs torch 73.0% (-2.0 pp, limit +-1 pp)"]
+
+
+def test_a_variant_left_out_is_not_built_shipped_or_run(bc_policy: TinyGoalPolicy, tmp_path: Path) -> None:
+    """A policy whose int8 cannot meet its tolerance ships without it; asking the package for it names what it has."""
+    config = ExportConfig(**SMALL, variants=("fp16", "fp32"))
+    out = export_package(bc_policy, tmp_path / "pkg", POINT_ENV_ID, POINT_ENV_KWARGS, PROVENANCE, config=config)
+    package = load_package(out)
+    assert package.variants == ["fp32", "fp16"]
+    assert not (out / "policy_int8.onnx").exists()
+    assert "Left out by the export's variants setting (not in the package): int8." in (out / "report.md").read_text()
+    with pytest.raises(PackageError, match=r"variant 'int8' is not in this package; it has \['fp32', 'fp16'\]"):
+        package.make_backend("ort-cpu", "int8")
+
+
+@pytest.mark.parametrize("variants", [("fp16", "int8"), ("fp32", "engine"), ("fp32", "fp32")])
+def test_variants_without_fp32_unknown_or_repeated_are_refused(variants: tuple[str, ...]) -> None:
+    with pytest.raises(ValueError, match="variants must be distinct ONNX variants"):
+        ExportConfig(**SMALL, variants=variants)
