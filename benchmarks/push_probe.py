@@ -164,6 +164,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "over_block_potential": {"rollout_buffer_class": "PushPotentialBuffer"},
     "over_block_potential_std_floor_0.37": {"rollout_buffer_class": "PushPotentialBuffer", "min_log_std": -1.0},
     "over_block_potential_batch_scale": {"rollout_buffer_class": "PushPotentialBuffer", "scale_advantages": "batch"},
+    # "Starts near success": a reverse curriculum with a fixed spread (envs.near_goal_starts): on half the fresh
+    # resets the block starts between its drawn start and the goal, the gripper behind it; evaluation on the task's
+    # own starts.
+    "launch_file_near_goal_0.5": {ENV_KWARGS: {"near_goal_share": 0.5}},
+    "launch_file_near_goal_0.5_restart_0.5": {"restart_fraction": 0.5, ENV_KWARGS: {"near_goal_share": 0.5}},
 }
 
 

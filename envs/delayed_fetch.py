@@ -36,6 +36,7 @@ def make_delayed_fetch(
     episode_steps: int = FETCH_EPISODE_STEPS,
     reward_type: str = "sparse",
     approach_coef: float = 0.0,
+    near_goal_share: float = 0.0,
     render_mode: str | None = None,
 ) -> SnapshotWrapper:
     """A gymnasium-robotics Fetch task with actuation delay and snapshots.
@@ -51,12 +52,16 @@ def make_delayed_fetch(
         object-to-goal distance in metres). Success (``info["is_success"]``) is the same for both.
     :param approach_coef: reward per metre of new closest approach of the gripper to the object
         (``envs.object_approach.ObjectApproachReward``; 0: off). Only for the object tasks.
+    :param near_goal_share: share of fresh resets that start with the block between its drawn start and the goal
+        and the gripper behind it (``envs.near_goal_starts.NearGoalStarts``; 0: off). A training-only curriculum:
+        evaluate on the env without it.
     :param render_mode: passed to the Fetch env (SB3's make_vec_env asks for "rgb_array").
     """
     import gymnasium_robotics  # noqa: F401  (registers the Fetch ids)
 
     from envs.action_delay import ActionDelay  # MuJoCo is imported when a Fetch env is made, not on `import envs`
     from envs.fetch_lookups import cache_fetch_lookups
+    from envs.near_goal_starts import NearGoalStarts
     from envs.object_approach import ObjectApproachReward
     from envs.snapshots import with_snapshots
 
@@ -70,6 +75,8 @@ def make_delayed_fetch(
         env.unwrapped.distance_threshold = float(distance_threshold)  # the Fetch constructors fix it
     if not (math.isfinite(approach_coef) and approach_coef >= 0):  # NaN must not switch the bonus off silently
         raise ValueError(f"approach_coef must be a finite reward per metre >= 0 (0: off), got {approach_coef}")
+    if near_goal_share > 0:
+        env = NearGoalStarts(env, near_goal_share)  # inside the wrappers that read the first observation
     if approach_coef > 0:
         env = ObjectApproachReward(env, approach_coef)  # its episode state is carried by the snapshots
     return with_snapshots(ActionDelay(env, delay=delay, delay_range=delay_range))

@@ -49,6 +49,9 @@ SNAPSHOT_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
 DEFAULT_TASK_ATTRS = ("goal",)
 SNAPSHOT_OPTION = "snapshot"  # reset option: the snapshot to restore
 NEW_EPISODE_OPTION = "new_episode"  # reset option: the snapshot's state starts a new episode (step count 0)
+# reset option passed to the wrapped env while a snapshot is restored: its start is overwritten, so a wrapper that
+# builds starts (envs.near_goal_starts) skips that work
+RESTORING_OPTION = "restoring_snapshot"
 
 
 @runtime_checkable
@@ -122,6 +125,8 @@ class SnapshotWrapper(gym.Wrapper):
         options = dict(options or {})
         snapshot = options.pop(SNAPSHOT_OPTION, None)
         new_episode = bool(options.pop(NEW_EPISODE_OPTION, False))
+        if snapshot is not None:
+            options[RESTORING_OPTION] = True
         obs, info = self.env.reset(seed=seed, options=options or None)
         if snapshot is None:
             self._last = (obs, info)

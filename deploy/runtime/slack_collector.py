@@ -4,17 +4,18 @@ stdlib only, robot side. CPython collects whenever allocations cross a threshold
 tick, between a state coming in and its command going out: on the two-arm cell that was a third of the tick's p99
 (SCHED_FIFO, 30 episode pairs: 1.09-1.20 ms with the collector automatic, 0.93-0.95 ms without it). During a run
 the automatic collector is off; the loop calls :meth:`SlackCollector.after_command` once its tick's command is out,
-and the collector runs there on CPython's own schedule counted in ticks (the youngest generation every tick, the
-middle one every ``MIDDLE_EVERY_TICKS``, the oldest every ``OLDEST_EVERY_TICKS``), so cycles are still collected.
-Everything allocated before the run is frozen first (``gc.freeze``): a collection only scans the run's own objects.
+and the collection CPython would have run by now runs there: the oldest generation whose count is past its threshold
+(``gc.get_count`` against ``gc.get_threshold``: the young one after 700 net allocations, the middle one every 10
+young collections, the oldest every 10 middle ones), so cycles are collected as often as without the loop, only
+never inside a tick. Everything allocated before the run is frozen first (``gc.freeze``): a collection only scans the
+run's own objects.
 """
 
 from __future__ import annotations
 
 import gc
 
-MIDDLE_EVERY_TICKS = 10  # CPython's default threshold1: a middle collection per 10 young ones
-OLDEST_EVERY_TICKS = 100  # and an oldest one per 10 middle ones (threshold2)
+GENERATIONS = (2, 1, 0)  # oldest first: CPython collects the oldest generation past its threshold
 
 
 class SlackCollector:
@@ -22,7 +23,6 @@ class SlackCollector:
     tick's answer went out, ``stop()`` at the end (restores what it found: automatic or not)."""
 
     def __init__(self) -> None:
-        self.ticks = 0
         self.collections = [0, 0, 0]  # per generation, this run
         self._was_enabled = False
         self._running = False
@@ -35,13 +35,15 @@ class SlackCollector:
         self._running = True
 
     def after_command(self) -> None:
-        """One tick's slack: collect the generation that CPython's thresholds would have reached by now."""
+        """One tick's slack: the collection CPython's thresholds call for by now (usually none)."""
         if not self._running:
             return
-        self.ticks += 1
-        generation = 2 if self.ticks % OLDEST_EVERY_TICKS == 0 else 1 if self.ticks % MIDDLE_EVERY_TICKS == 0 else 0
-        gc.collect(generation)
-        self.collections[generation] += 1
+        counts, thresholds = gc.get_count(), gc.get_threshold()
+        for generation in GENERATIONS:
+            if counts[generation] > thresholds[generation]:
+                gc.collect(generation)
+                self.collections[generation] += 1
+                return
 
     def stop(self) -> None:
         if not self._running:
