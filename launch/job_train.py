@@ -36,7 +36,7 @@ def train(config: dict[str, Any], run_dir: Path, progress_bar: bool = True) -> d
     section = config["train"]
     hyper = dict(section["hyperparameters"])
     check_hyperparameters(GRPO, hyper, RESERVED)
-    env_id, env_kwargs = config["env"]["id"], env_kwargs_from(config["env"])
+    env_id, env_kwargs = config["env"]["id"], env_kwargs_from(config["env"], training=True)
     # A callable, not the id: make_vec_env would ask the env for an rgb_array render mode it has no use for. The
     # robot spec travels inside it as data (Ray workers resolve no path of this machine).
     env_factory = functools.partial(make_env, env_id, env_kwargs_as_data(env_id, env_kwargs))

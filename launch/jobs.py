@@ -66,6 +66,15 @@ ENV = Section(
             nullable=True,
             doc="object tasks: reward per metre of new closest gripper-to-object approach (a training signal)",
         ),
+        "near_goal_share": Field(
+            "float",
+            None,
+            low=0.0,
+            high=1.0,
+            nullable=True,
+            doc="push tasks, train job: share of training episodes that start near the goal (envs.near_goal_starts); "
+            "evaluation keeps the task's own starts",
+        ),
         "calibration": Field(
             "path",
             None,
@@ -437,6 +446,12 @@ def _check_consistency(job: str, resolved: dict[str, Any]) -> None:
         raise LaunchError(
             f"'env.approach_coef' scores the gripper's approach to an object; {env['id']} has no object. Use it with "
             f"{', '.join(OBJECT_TASK_IDS)}, or remove it"
+        )
+    near_goal = env is not None and env.get("near_goal_share") is not None
+    if near_goal and (env["id"] not in OBJECT_TASK_IDS or job != "train"):
+        raise LaunchError(
+            f"'env.near_goal_share' starts training episodes near the goal of an object task; it is a key of the "
+            f"train job on {', '.join(OBJECT_TASK_IDS)} (the {job} job on {env['id']} has no use for it)"
         )
     _check_cell_keys(job, resolved)
     scale = resolved.get("scale")

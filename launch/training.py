@@ -21,9 +21,17 @@ EVAL_SEED_BASE = 1_000_000  # eval episodes use seeds disjoint from training's (
 SPEC_ENV_IDS = ("DelayedFetchReach-v0", "DelayedFetchPushRobot-v0", "TwoArmCell-v0")  # envs built from a robot spec
 
 
-def env_kwargs_from(env_section: dict[str, Any]) -> dict[str, Any]:
-    """The env constructor kwargs of a launch file's ``env`` section (unset keys left to the env's defaults)."""
-    kwargs = {k: v for k, v in env_section.items() if k not in ("id", "calibration") and v is not None}
+TRAINING_ONLY_ENV_KEYS = ("near_goal_share",)  # shape the training episodes' starts: never in an evaluation's env
+
+
+def env_kwargs_from(env_section: dict[str, Any], training: bool = False) -> dict[str, Any]:
+    """The env constructor kwargs of a launch file's ``env`` section (unset keys left to the env's defaults).
+
+    :param training: for the env the model trains on (with ``TRAINING_ONLY_ENV_KEYS``); otherwise the env its
+        evaluations, checks and exports run on (the task's own starts).
+    """
+    dropped = ("id", "calibration") if training else ("id", "calibration", *TRAINING_ONLY_ENV_KEYS)
+    kwargs = {k: v for k, v in env_section.items() if k not in dropped and v is not None}
     if "delay_range" in kwargs:
         kwargs["delay_range"] = tuple(kwargs["delay_range"])
         kwargs.pop("delay", None)

@@ -63,6 +63,11 @@ def test_defaults_are_filled_in():
             "'variants[1]' = 'int4' is not allowed; allowed values: fp32, fp16, int8",
         ),
         ({"job": "run", "cpu": -1}, "'cpu' = -1 is out of range"),
+        (
+            {"job": "train", "env": {"near_goal_share": 0.5}},
+            "'env.near_goal_share' starts training episodes near the goal of an object task",
+        ),
+        ({"job": "train", "env": {"id": "DelayedFetchPush-v0", "near_goal_share": 1.5}}, "'env.near_goal_share' = 1.5"),
         ({"job": "cell", "arm_cpus": [0]}, "'arm_cpus' must have 2 items"),
     ],
 )
@@ -129,3 +134,11 @@ def test_the_baud_rate_default_is_the_links():
     from launch.jobs import ROBOT
 
     assert ROBOT.fields["baudrate"].default == DEFAULT_BAUDRATE
+
+
+def test_training_only_env_keys_stay_out_of_every_evaluation():
+    from launch.training import env_kwargs_from
+
+    section = {"id": "DelayedFetchPush-v0", "delay": 2, "approach_coef": 10.0, "near_goal_share": 0.5}
+    assert env_kwargs_from(section, training=True) == {"delay": 2, "approach_coef": 10.0, "near_goal_share": 0.5}
+    assert env_kwargs_from(section) == {"delay": 2, "approach_coef": 10.0}  # the task's own starts
