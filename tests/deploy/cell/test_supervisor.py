@@ -6,14 +6,13 @@ from __future__ import annotations
 import select
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 from deploy.cell.partner_link import PartnerLink
 from deploy.cell.report import PositionReport
-from deploy.cell.supervisor import CellSupervisor, main
+from deploy.cell.supervisor import CellSupervisor, main, spawn_supervisor
 
 WAIT_S = 5.0  # longest wait for a datagram on loopback (a loaded machine); never reached when all is well
 SILENCE_S = 0.3  # how long a report that must not come is waited for
@@ -92,11 +91,7 @@ def test_the_partner_link_keeps_the_newest_and_ignores_its_own() -> None:
 
 
 def _start_supervisor_process(port: int) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "deploy.cell.supervisor", "--port", str(port)], stdout=subprocess.PIPE, text=True
-    )
-    assert "cell supervisor on" in process.stdout.readline()  # bound and serving
-    return process
+    return spawn_supervisor(port)  # returns once bound and serving
 
 
 def test_a_killed_supervisor_restarted_on_its_port_is_picked_up_again() -> None:
