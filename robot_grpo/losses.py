@@ -9,7 +9,8 @@
 - the log-ratio is capped at ``LOG_RATIO_MAX`` (the cap of the hindsight IS weights) before the exponential,
   so rho stays finite in float32 (a row past the cap has no gradient, as a clipped one);
 - k3 KL estimator (Schulman, "Approximating KL divergence"): for samples a ~ q and r = p(a) / q(a),
-  k3 = r - 1 - log r >= 0, an unbiased, low-variance estimate of KL(q || p) that is exactly 0 when p == q;
+  k3 = r - 1 - log r >= 0, an unbiased, low-variance estimate of KL(q || p) that is exactly 0 when p == q (its log r
+  capped as the surrogate's);
 - action-bound penalty (rl_games' ``bounds_loss``): the squared distance of the Gaussian's mean outside the action
   box. The env clips every action to the box, so a mean outside it changes nothing the env sees while the
   surrogate keeps moving it, and the noise around it no longer explores (delayed FetchPush, 150k env steps: 4-5% of
@@ -33,8 +34,13 @@ if TYPE_CHECKING:
 
 
 def k3_kl(log_q: th.Tensor, log_p: th.Tensor) -> th.Tensor:
-    """Per-sample k3 estimate of KL(q || p) from log q(a) and log p(a) of the same samples (nats, >= 0)."""
-    log_r = log_p - log_q
+    """Per-sample k3 estimate of KL(q || p) from log q(a) and log p(a) of the same samples (nats, >= 0).
+
+    ``log r`` is capped at ``LOG_RATIO_MAX`` before the exponential, in both of its terms: a sample the reference
+    finds far likelier than the policy then counts e^30 - 31 and has no gradient (as a capped surrogate row). Without
+    the cap a policy with a small std overflowed: behaviour-cloned push, log-std -3 (std 0.05), a mean 0.7 off the
+    reference's on one row gave r = e^98, kl_ref = inf at update 5 (and at log-std -2.3 an infinite gradient)."""
+    log_r = (log_p - log_q).clamp(max=LOG_RATIO_MAX)
     return th.exp(log_r) - 1.0 - log_r
 
 

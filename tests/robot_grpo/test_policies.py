@@ -107,6 +107,18 @@ def test_k3_kl_is_zero_for_identical_policies_and_positive_otherwise():
     assert float(k3_kl(th.tensor(0.0), th.tensor(math.log(2.0)))) == pytest.approx(0.306853, abs=1e-6)
 
 
+def test_k3_kl_stays_finite_with_a_finite_gradient_where_the_reference_is_far_likelier():
+    # a small-std policy whose mean left the reference's: log r = 98 nats overflowed float32 (kl_ref = inf)
+    log_q = th.tensor([-60.0, 0.0], requires_grad=True)
+    log_p = th.tensor([38.0, math.log(2.0)])
+    kl = k3_kl(log_q, log_p)
+    kl.sum().backward()
+    assert th.isfinite(kl).all() and th.isfinite(log_q.grad).all()
+    assert float(kl[0]) == pytest.approx(math.exp(30.0) - 31.0, rel=1e-6)  # capped at LOG_RATIO_MAX
+    assert float(log_q.grad[0]) == 0.0  # past the cap: no gradient, as a capped surrogate row
+    assert float(kl[1]) == pytest.approx(0.306853, abs=1e-6)  # below the cap: unchanged
+
+
 def test_clipped_surrogate_arithmetic():
     ratio = th.tensor([0.5, 1.5, 1.5, 0.5])
     adv = th.tensor([1.0, 1.0, -1.0, -1.0])
