@@ -61,6 +61,9 @@ bench: install
 	$(BIN)/python benchmarks/continual.py --seeds 10 11 12 --tuned-seeds --skip-plain --rounds 3 --gate --out benchmarks/results/continual_penalty_0p25_unseen101112
 	nice -n 10 $(BIN)/python benchmarks/scale_out.py
 
-# Delayed FetchPush, 1M env steps per GRPO seed and the same wall-clock for SAC+HER: hours, so not part of bench.
+# Delayed FetchPush: GRPO from its cloned start (minutes per seed), then the off-policy peers at the wall-clock GRPO
+# needs for 1M env steps from scratch (learning_push_approach: 1,601 s per seed): hours, so not part of bench.
 bench-push: install
-	$(BIN)/python benchmarks/learning.py --task push --variants grpo sac_her --tuned-seeds 0 --unseen-seeds 1000 1001
+	$(BIN)/python benchmarks/learning.py --task push --variants grpo --tuned-seeds 0 --unseen-seeds 2000 2001 2002 --budget 300000
+	$(BIN)/python benchmarks/learning.py --task push --variants tqc_her tqc_her_small sac_her --tuned-seeds --unseen-seeds 1000 --sac-wall-s 1601 --name learning_push_peers
+	$(BIN)/python benchmarks/learning.py --task push --name learning_push_peers --resummarize --merge benchmarks/results/learning_push_approach.json

@@ -51,6 +51,7 @@ from benchmarks.learning import (  # noqa: E402
     EVAL_EPISODES,
     EVAL_SEED,
     TASKS,
+    grpo_demonstrations,
     grpo_env_kwargs,
     grpo_hyperparameters,
     peak_rss_mib,
@@ -60,6 +61,12 @@ from envs.object_approach import GRIPPER_XYZ  # noqa: E402  (the Fetch object ta
 OUT = ROOT / "runs" / "push_study"  # default output folder (the study's own runs are in docs/benchmarks/data/)
 RECENT_ROLLOUTS = 5  # rollouts averaged into block_moved
 ENV_KWARGS = "env_kwargs"  # a variant's key for env overrides (merged into the task's), not a GRPO argument
+DEMONSTRATIONS = "demonstrations"  # a variant's cloned start (merged into the launch file's), not a GRPO argument
+# The launch file's arguments for fine-tuning its behaviour-cloned start (2026-12-06). The probes learn from scratch:
+# they start from the launch file without these (and without its clone) unless a variant names them.
+CLONE_FINE_TUNING_KEYS = ("learning_rate", "beta", "ref_update_interval")
+# The clone variants: the launch file's start and fine-tuning, and what changing one piece of it does.
+CLONE_FINE_TUNING = {"learning_rate": 1e-4, "beta": 0.5, "ref_update_interval": 0}
 GRIPPER_TO_BLOCK = slice(6, 9)  # FetchPush observation: gripper xyz, block xyz, block - gripper, ...
 
 # Overrides of the launch file's hyperparameters (rollout buffer options are merged into the launch file's, not
@@ -169,6 +176,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # own starts.
     "launch_file_near_goal_0.5": {ENV_KWARGS: {"near_goal_share": 0.5}},
     "launch_file_near_goal_0.5_restart_0.5": {"restart_fraction": 0.5, ENV_KWARGS: {"near_goal_share": 0.5}},
+    # "A behaviour-cloned start": the launch file as it is (the scripted push's demonstrations with noise 0.05 while
+    # demonstrating, GRPO at std 0.05 with a KL to the clone); cloned from clean demonstrations; fine-tuned at std
+    # 0.22 (log-std -1.5).
+    "launch_file_clone": {**CLONE_FINE_TUNING, DEMONSTRATIONS: {}},
+    "launch_file_clone_clean_demonstrations": {**CLONE_FINE_TUNING, DEMONSTRATIONS: {"action_noise": 0.0}},
+    "launch_file_clone_std_0.22": {**CLONE_FINE_TUNING, DEMONSTRATIONS: {"log_std": -1.5}},
 }
 
 
@@ -179,14 +192,24 @@ DEFAULT_VARIANTS = ("launch_file", "skip_start_goals", "plus_bound_coef", "plus_
 def hyperparameters(variant: str) -> dict[str, Any]:
     """The push launch file's GRPO arguments with the variant's overrides."""
     hyper = copy.deepcopy(grpo_hyperparameters(TASKS["push"]))
+    for key in CLONE_FINE_TUNING_KEYS:
+        hyper.pop(key, None)
     for key, value in VARIANTS[variant].items():
-        if key == ENV_KWARGS:
+        if key in (ENV_KWARGS, DEMONSTRATIONS):
             continue
         if key == "rollout_buffer_kwargs":
             hyper[key] = {**hyper.get(key, {}), **value}
         else:
             hyper[key] = value
     return hyper
+
+
+def demonstrations(variant: str) -> dict[str, Any] | None:
+    """The variant's behaviour-cloned start: the launch file's ``train.demonstrations`` with its overrides (None: the
+    probe learns from scratch)."""
+    if DEMONSTRATIONS not in VARIANTS[variant]:
+        return None
+    return {**grpo_demonstrations(TASKS["push"]), **VARIANTS[variant][DEMONSTRATIONS]}
 
 
 def env_kwargs(variant: str) -> dict[str, Any]:
@@ -216,6 +239,11 @@ def run_one(variant: str, seed: int, budget: int, eval_every: int) -> dict[str, 
     if kwargs.get("rollout_buffer_class") in BUFFER_CLASSES:
         kwargs["rollout_buffer_class"] = BUFFER_CLASSES[kwargs["rollout_buffer_class"]]
     model = GRPO("MultiInputPolicy", env, seed=seed, **kwargs)
+    settings = demonstrations(variant)
+    if settings is not None:  # cloned before the clock starts: the curve's first point is the clone's own success
+        from launch.demonstrations import clone_demonstrations
+
+        clone_demonstrations(settings, task.env_id, env_kwargs(variant), model, seed)
     eval_env = make_vec_env(task.env_id, n_envs=EVAL_EPISODES, seed=EVAL_SEED, env_kwargs=task.env_kwargs)
     episode_steps = model.n_steps
     radius_m = float(env.get_attr("distance_threshold", [0])[0])
@@ -227,7 +255,7 @@ def run_one(variant: str, seed: int, budget: int, eval_every: int) -> dict[str, 
         infos: list[dict[str, Any]] = []
         for _ in range(episode_steps):
             obs, _, _, infos = eval_env.step(model.predict(obs, deterministic=True)[0])
-        return float(np.mean([info["is_success"] for info in infos]))
+        return float(np.mean([bool(info["is_success"]) for info in infos]))  # float64: 45 of 50 is 0.9
 
     class Probe(BaseCallback):
         """Rollout statistics at every rollout end; an evaluation every ``eval_every`` env steps."""

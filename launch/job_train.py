@@ -11,6 +11,7 @@ from typing import Any
 
 from deploy.export.rollouts import make_env
 from launch.cell_training import is_cell_env
+from launch.demonstrations import clone_demonstrations
 from launch.jobs import write_resolved
 from launch.report import plot_learning_curve
 from launch.train_backends import BACKENDS
@@ -42,16 +43,29 @@ def train(config: dict[str, Any], run_dir: Path, progress_bar: bool = True) -> d
     env_factory = functools.partial(make_env, env_id, env_kwargs_as_data(env_id, env_kwargs))
     backend = BACKENDS[config["scale"]["backend"]](env_factory, config["scale"], section["env_threads"])
     try:
-        return _train(config, run_dir, progress_bar, backend, backend.build_model(hyper, section["seed"], run_dir))
+        model = backend.build_model(hyper, section["seed"], run_dir)
+        start = time.perf_counter()
+        cloned = clone_demonstrations(section["demonstrations"], env_factory, None, model, section["seed"])
+        return _train(config, run_dir, progress_bar, backend, model, cloned, time.perf_counter() - start)
     finally:
         backend.close()
 
 
-def _train(config: dict[str, Any], run_dir: Path, progress_bar: bool, backend: Any, model: Any) -> dict[str, Any]:
+def _train(
+    config: dict[str, Any],
+    run_dir: Path,
+    progress_bar: bool,
+    backend: Any,
+    model: Any,
+    cloned: dict[str, float] | None = None,
+    clone_s: float = 0.0,
+) -> dict[str, Any]:
+    """GRPO from ``model`` (``cloned``: the behaviour-cloned start's figures, None without one; ``clone_s``: the
+    seconds it took, counted in ``wall_s``)."""
     section = config["train"]
     env_id, env_kwargs = config["env"]["id"], env_kwargs_from(config["env"])
     callback = SuccessEvalCallback(env_id, env_kwargs, section["eval_episodes"], section["target_success"])
-    start = time.perf_counter()
+    start = time.perf_counter() - clone_s
     model.learn(section["total_timesteps"], callback=callback, progress_bar=progress_bar)
     wall_s = time.perf_counter() - start
     model.save(run_dir / "model.zip")
@@ -65,6 +79,7 @@ def _train(config: dict[str, Any], run_dir: Path, progress_bar: bool, backend: A
         "env_kwargs": env_kwargs,
         "seed": section["seed"],
         "env_steps": int(model.num_timesteps),
+        "demonstrations": cloned,  # the behaviour-cloned start (its env_steps come on top of env_steps), or None
         "wall_s": wall_s,
         "final_success": curve[-1]["success"],
         "reached_target": callback.reached_target,
@@ -106,8 +121,10 @@ def main(config: dict[str, Any]) -> int:
             f"; behind the safety filter {100 * filtered['success_rate']:.0f}% with "
             f"{filtered['interventions_per_episode']:.2f} interventions per episode"
         )
+    cloned = summary["demonstrations"]
+    demonstrated = "" if cloned is None else f" after {int(cloned['env_steps'])} demonstrated"
     print(
-        f"trained {summary['env_steps']} env steps in {summary['wall_s']:.1f} s: "
+        f"trained {summary['env_steps']} env steps{demonstrated} in {summary['wall_s']:.1f} s: "
         f"deterministic success {100 * summary['final_success']:.0f}%{behind} -> {summary['model']}"
     )
     return 0 if summary["reached_target"] else 1

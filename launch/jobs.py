@@ -91,6 +91,26 @@ ENV = Section(
     doc="the simulated task",
 )
 
+DEMONSTRATORS = ("scripted_push",)  # launch.job_train maps each to its controller (envs.scripted_push)
+DEMONSTRATOR_ENVS = {"scripted_push": ("DelayedFetchPush-v0",)}
+DEMONSTRATIONS = Section(
+    {
+        "episodes": Field(
+            "int", 0, low=0, high=1_000_000, doc="demonstrated episodes cloned before GRPO starts (0: none)"
+        ),
+        "expert": Field("str", "scripted_push", choices=DEMONSTRATORS, doc="the demonstrator"),
+        "action_noise": Field(
+            "float", 0.05, low=0.0, high=1.0, doc="std of the noise on each executed command (command units, DART)"
+        ),
+        "successful_only": Field("bool", True, doc="clone only the episodes that ended in success"),
+        "epochs": Field("int", 30, low=1, high=10_000, doc="behaviour-cloning passes over the rows"),
+        "batch_size": Field("int", 256, low=1, doc="rows per behaviour-cloning step"),
+        "learning_rate": Field("float", 1e-3, low=1e-7, high=1.0, doc="behaviour cloning's Adam step size"),
+        "log_std": Field("float", -3.0, low=-10.0, high=2.0, doc="the policy's log-std after cloning (GRPO's noise)"),
+    },
+    doc="behaviour cloning before GRPO (robot_grpo.behaviour_cloning); its env steps count in the summary",
+)
+
 TRAIN = Section(
     {
         "total_timesteps": Field("int", 16_000, low=1, doc="env steps"),
@@ -104,6 +124,7 @@ TRAIN = Section(
         "eval_every": Field(
             "int", None, low=1, nullable=True, doc="TwoArmCell-v0: cell steps between evaluations (null: every update)"
         ),
+        "demonstrations": DEMONSTRATIONS,
     }
 )
 
@@ -454,6 +475,13 @@ def _check_consistency(job: str, resolved: dict[str, Any]) -> None:
             f"train job on {', '.join(OBJECT_TASK_IDS)} (the {job} job on {env['id']} has no use for it)"
         )
     _check_cell_keys(job, resolved)
+    demos = resolved["train"]["demonstrations"] if job == "train" else None
+    if demos is not None and demos["episodes"] and env["id"] not in DEMONSTRATOR_ENVS[demos["expert"]]:
+        raise LaunchError(
+            f"'train.demonstrations.expert' {demos['expert']!r} demonstrates "
+            f"{', '.join(DEMONSTRATOR_ENVS[demos['expert']])}, not {env['id']}; set train.demonstrations.episodes "
+            "to 0 for this env"
+        )
     scale = resolved.get("scale")
     if job == "train" and scale["backend"] != "ray":
         for key in ("workers", "address", "auth_token_file"):

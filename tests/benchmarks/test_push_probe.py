@@ -2,7 +2,8 @@
 
 import pytest
 
-from benchmarks.push_probe import DEFAULT_VARIANTS, hyperparameters, probe_names
+from benchmarks.learning import TASKS, grpo_demonstrations, grpo_hyperparameters
+from benchmarks.push_probe import CLONE_FINE_TUNING_KEYS, DEFAULT_VARIANTS, demonstrations, hyperparameters, probe_names
 
 
 def test_each_probe_defaults_to_its_own_runs():
@@ -36,3 +37,18 @@ def test_a_variant_merges_its_buffer_options_into_the_launch_files():
     assert {k: v for k, v in hyper.items() if k != "rollout_buffer_kwargs"} == {
         k: v for k, v in base.items() if k != "rollout_buffer_kwargs"
     }
+
+
+def test_the_probes_learn_from_scratch_unless_a_variant_clones():
+    base = hyperparameters("launch_file")
+    assert not set(CLONE_FINE_TUNING_KEYS) & set(base)  # the launch file's clone fine-tuning is not a probe's
+    assert demonstrations("launch_file") is None
+    clone = hyperparameters("launch_file_clone")
+    assert {k: clone[k] for k in CLONE_FINE_TUNING_KEYS} == grpo_hyperparameters_of_launch_file()
+    assert demonstrations("launch_file_clone") == grpo_demonstrations(TASKS["push"])
+    assert demonstrations("launch_file_clone_clean_demonstrations")["action_noise"] == 0.0
+
+
+def grpo_hyperparameters_of_launch_file():
+    hyper = grpo_hyperparameters(TASKS["push"])
+    return {k: hyper[k] for k in CLONE_FINE_TUNING_KEYS}

@@ -36,7 +36,7 @@ def test_defaults_are_filled_in():
         ({"job": "fly"}, "'job' = 'fly' is not allowed; allowed values: train, eval"),
         (
             {"job": "train", "train": {"gamma": 0.9}},
-            "unknown key 'train.gamma'; allowed keys: env_threads, eval_episodes",
+            "unknown key 'train.gamma'; allowed keys: demonstrations, env_threads, eval_episodes",
         ),
         ({"job": "train", "train": {"seed": -1}}, "'train.seed' = -1 is out of range: it must be >= 0"),
         ({"job": "train", "env": {"id": "CartPole-v1"}}, "'env.id' = 'CartPole-v1' is not allowed"),

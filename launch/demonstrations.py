@@ -1,0 +1,77 @@
+"""The train job's behaviour-cloned start: the launch file's demonstrator run on the training env, cloned into GRPO.
+
+``train.demonstrations`` (launch.jobs.DEMONSTRATIONS) names the demonstrator and how many episodes it runs; this
+module builds it, runs it on ``DEMONSTRATION_ENVS`` copies of the training env (seeded apart from training's) and
+hands the rows to ``robot_grpo.behaviour_cloning.clone_into``. The benchmark (benchmarks/learning.py) and
+``robot-grpo train`` both start GRPO this way, so the figures are what the launch file trains.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+DEMONSTRATION_ENVS = 50  # env copies the demonstrator steps together
+DEMONSTRATION_SEED_OFFSET = 50_000  # the demonstrations' env seeds start at train.seed + this: apart from training's
+
+
+def demonstrators() -> dict[str, Callable[[], Callable[[Any], Any]]]:
+    """Name -> factory of each demonstrator ``launch.jobs.DEMONSTRATORS`` offers (imports envs: the training side)."""
+    from envs.scripted_push import ScriptedPush
+
+    return {"scripted_push": ScriptedPush}
+
+
+def clone_demonstrations(
+    settings: dict[str, Any], env: Any, env_kwargs: dict[str, Any] | None, model: Any, seed: int
+) -> dict[str, float] | None:
+    """Run the demonstrator of ``settings`` (a resolved ``train.demonstrations``) on ``env`` (an env id or factory, as
+    ``make_vec_env`` takes it) and clone it into ``model`` (a GRPO model). None when ``settings`` asks for no
+    episodes; else the clone's figures (rows, losses, episodes, successes, env_steps, seconds)."""
+    if not settings["episodes"]:
+        return None
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from robot_grpo.behaviour_cloning import clone_into, collect_demonstrations
+
+    start = time.perf_counter()
+    expert = demonstrators()[settings["expert"]]()
+    demo_env = make_vec_env(
+        env, n_envs=DEMONSTRATION_ENVS, seed=seed + DEMONSTRATION_SEED_OFFSET, env_kwargs=env_kwargs
+    )
+    try:
+        demos = collect_demonstrations(
+            demo_env,
+            expert,
+            settings["episodes"],
+            successful_only=settings["successful_only"],
+            action_noise=settings["action_noise"],
+            seed=seed,
+        )
+    finally:
+        demo_env.close()
+    figures = clone_into(
+        model,
+        demos,
+        settings["log_std"],
+        epochs=settings["epochs"],
+        batch_size=settings["batch_size"],
+        learning_rate=settings["learning_rate"],
+    )
+    figures["seconds"] = time.perf_counter() - start
+    logger.info(
+        "cloned %s: %d of %d demonstrated episodes succeeded, %d rows, %d env steps, MSE %.4f -> %.4f, %.0f s",
+        settings["expert"],
+        demos.successes,
+        demos.episodes,
+        len(demos.observations),
+        demos.env_steps,
+        figures["mse_first_epoch"],
+        figures["mse_last_epoch"],
+        figures["seconds"],
+    )
+    return figures
