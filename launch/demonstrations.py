@@ -1,9 +1,10 @@
 """The train job's behaviour-cloned start: the launch file's demonstrator run on the training env, cloned into GRPO.
 
-``train.demonstrations`` (launch.jobs.DEMONSTRATIONS) names the demonstrator and how many episodes it runs; this
-module builds it, runs it on ``DEMONSTRATION_ENVS`` copies of the training env (seeded apart from training's) and
-hands the rows to ``robot_grpo.behaviour_cloning.clone_into``. The benchmark (benchmarks/learning.py) and
-``robot-grpo train`` both start GRPO this way, so the figures are what the launch file trains.
+``train.demonstrations`` (``DEMONSTRATIONS`` below, a section of launch.jobs.TRAIN) names the demonstrator and how
+many episodes it runs; this module builds it, runs it on ``DEMONSTRATION_ENVS`` copies of the training env (seeded
+apart from training's) and hands the rows to ``robot_grpo.behaviour_cloning.clone_into``. The benchmark
+(benchmarks/learning.py) and ``robot-grpo train`` both start GRPO this way, so the figures are what the launch file
+trains.
 """
 
 from __future__ import annotations
@@ -13,14 +14,37 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from launch.schema import Field, Section
+
 logger = logging.getLogger(__name__)
 
 DEMONSTRATION_ENVS = 50  # env copies the demonstrator steps together
 DEMONSTRATION_SEED_OFFSET = 50_000  # the demonstrations' env seeds start at train.seed + this: apart from training's
 
+# The launch file's train.demonstrations (launch.jobs.TRAIN takes it; loads without torch).
+DEMONSTRATORS = ("scripted_push",)  # demonstrators() builds each (envs.scripted_push)
+DEMONSTRATOR_ENVS = {"scripted_push": ("DelayedFetchPush-v0",)}
+DEMONSTRATIONS = Section(
+    {
+        "episodes": Field(
+            "int", 0, low=0, high=1_000_000, doc="demonstrated episodes cloned before GRPO starts (0: none)"
+        ),
+        "expert": Field("str", "scripted_push", choices=DEMONSTRATORS, doc="the demonstrator"),
+        "action_noise": Field(
+            "float", 0.05, low=0.0, high=1.0, doc="std of the noise on each executed command (command units, DART)"
+        ),
+        "successful_only": Field("bool", True, doc="clone only the episodes that ended in success"),
+        "epochs": Field("int", 30, low=1, high=10_000, doc="behaviour-cloning passes over the rows"),
+        "batch_size": Field("int", 256, low=1, doc="rows per behaviour-cloning step"),
+        "learning_rate": Field("float", 1e-3, low=1e-7, high=1.0, doc="behaviour cloning's Adam step size"),
+        "log_std": Field("float", -3.0, low=-10.0, high=2.0, doc="the policy's log-std after cloning (GRPO's noise)"),
+    },
+    doc="behaviour cloning before GRPO (robot_grpo.behaviour_cloning); its env steps count in the summary",
+)
+
 
 def demonstrators() -> dict[str, Callable[[], Callable[[Any], Any]]]:
-    """Name -> factory of each demonstrator ``launch.jobs.DEMONSTRATORS`` offers (imports envs: the training side)."""
+    """Name -> factory of each demonstrator ``DEMONSTRATORS`` offers (imports envs: the training side)."""
     from envs.scripted_push import ScriptedPush
 
     return {"scripted_push": ScriptedPush}

@@ -24,6 +24,7 @@ from deploy.robot_spec_sections import SAFE_NAME
 from deploy.runtime.backends import BACKEND_NAMES
 from deploy.runtime.exploration import DEFAULT_STD_SCALE
 from deploy.runtime.package_names import ONNX_VARIANTS
+from launch.demonstrations import DEMONSTRATIONS, DEMONSTRATOR_ENVS
 from launch.schema import Field, LaunchError, Section, validate
 
 JOBS = ("train", "eval", "export", "run", "cell", "calibrate", "finetune", "demo", "population", "campaign")
@@ -89,26 +90,6 @@ ENV = Section(
         ),
     },
     doc="the simulated task",
-)
-
-DEMONSTRATORS = ("scripted_push",)  # launch.job_train maps each to its controller (envs.scripted_push)
-DEMONSTRATOR_ENVS = {"scripted_push": ("DelayedFetchPush-v0",)}
-DEMONSTRATIONS = Section(
-    {
-        "episodes": Field(
-            "int", 0, low=0, high=1_000_000, doc="demonstrated episodes cloned before GRPO starts (0: none)"
-        ),
-        "expert": Field("str", "scripted_push", choices=DEMONSTRATORS, doc="the demonstrator"),
-        "action_noise": Field(
-            "float", 0.05, low=0.0, high=1.0, doc="std of the noise on each executed command (command units, DART)"
-        ),
-        "successful_only": Field("bool", True, doc="clone only the episodes that ended in success"),
-        "epochs": Field("int", 30, low=1, high=10_000, doc="behaviour-cloning passes over the rows"),
-        "batch_size": Field("int", 256, low=1, doc="rows per behaviour-cloning step"),
-        "learning_rate": Field("float", 1e-3, low=1e-7, high=1.0, doc="behaviour cloning's Adam step size"),
-        "log_std": Field("float", -3.0, low=-10.0, high=2.0, doc="the policy's log-std after cloning (GRPO's noise)"),
-    },
-    doc="behaviour cloning before GRPO (robot_grpo.behaviour_cloning); its env steps count in the summary",
 )
 
 TRAIN = Section(

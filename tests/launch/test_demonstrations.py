@@ -6,8 +6,14 @@ import torch as th
 from stable_baselines3.common.env_util import make_vec_env
 
 import envs  # noqa: F401  (registers the ids)
-from launch.demonstrations import DEMONSTRATION_ENVS, clone_demonstrations, demonstrators
-from launch.jobs import DEMONSTRATOR_ENVS, DEMONSTRATORS, LaunchError, validate_launch
+from launch.demonstrations import (
+    DEMONSTRATION_ENVS,
+    DEMONSTRATOR_ENVS,
+    DEMONSTRATORS,
+    clone_demonstrations,
+    demonstrators,
+)
+from launch.jobs import LaunchError, validate_launch
 from robot_grpo import GRPO
 
 PUSH = "DelayedFetchPush-v0"
