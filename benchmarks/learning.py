@@ -6,11 +6,12 @@ Tasks (``--task``):
 - ``easy``: DelayedFetchReach-v0, delay 2, 5 cm (the robot task); target 95%;
 - ``hard``: DelayedFetchReach-v0, delay drawn per episode in 1..3, 2 cm; target 95% within 40k env steps;
 - ``push``: DelayedFetchPush-v0, delay 2; target 90% within 1M env steps and 45 minutes per seed;
-- ``pick``: DelayedFetchPickAndPlace-v0, delay 2; the push settings at a budget of 200k env steps (aim 80%).
+- ``pick``: DelayedFetchPickAndPlace-v0, delay 2; from a clone of the scripted pick-and-place, 200k env steps (aim 80%).
 
 GRPO runs with the hyperparameters of the task's launch file (``launch/train_fetch_reach.yaml``: the defaults,
-``launch/train_hard_reach.yaml``, ``launch/train_delayed_push.yaml``): the benchmark measures what
-``robot-grpo train`` runs. The off-policy peers (``OFF_POLICY_VARIANTS``) run with rl-zoo3's settings for the task
+``launch/train_hard_reach.yaml``, ``launch/train_delayed_push.yaml``, ``launch/train_delayed_pick_and_place.yaml``),
+and from its behaviour-cloned start where it has one: the benchmark measures what ``robot-grpo train`` runs. The
+off-policy peers (``OFF_POLICY_VARIANTS``) run with rl-zoo3's settings for the task
 (``SAC_SETTINGS``: hyperparams/tqc.yml's FetchPush settings on push, her.yml's FetchReach on the reaches), as SAC
 (``sac_her``, twin critics) and as TQC (``tqc_her``, rl-zoo's algorithm for FetchPush: 2 critics of 25 quantiles, 2
 dropped per critic), and in one smaller configuration that runs faster on a CPU (``sac_her_small``,

@@ -22,8 +22,11 @@ DEMONSTRATION_ENVS = 50  # env copies the demonstrator steps together
 DEMONSTRATION_SEED_OFFSET = 50_000  # the demonstrations' env seeds start at train.seed + this: apart from training's
 
 # The launch file's train.demonstrations (launch.jobs.TRAIN takes it; loads without torch).
-DEMONSTRATORS = ("scripted_push",)  # demonstrators() builds each (envs.scripted_push)
-DEMONSTRATOR_ENVS = {"scripted_push": ("DelayedFetchPush-v0",)}
+DEMONSTRATORS = ("scripted_push", "scripted_pick_and_place")  # demonstrators() builds each (envs.scripted_*)
+DEMONSTRATOR_ENVS = {
+    "scripted_push": ("DelayedFetchPush-v0",),
+    "scripted_pick_and_place": ("DelayedFetchPickAndPlace-v0",),
+}
 DEMONSTRATIONS = Section(
     {
         "episodes": Field(
@@ -38,6 +41,11 @@ DEMONSTRATIONS = Section(
         "batch_size": Field("int", 256, low=1, doc="rows per behaviour-cloning step"),
         "learning_rate": Field("float", 1e-3, low=1e-7, high=1.0, doc="behaviour cloning's Adam step size"),
         "log_std": Field("float", -3.0, low=-10.0, high=2.0, doc="the policy's log-std after cloning (GRPO's noise)"),
+        "dagger_rounds": Field(
+            "int", 0, low=0, high=100, doc="DAgger rounds after the clone: the clone drives, the demonstrator labels"
+        ),
+        "dagger_episodes": Field("int", 500, low=1, high=1_000_000, doc="episodes the clone drives per DAgger round"),
+        "dagger_epochs": Field("int", 15, low=1, high=10_000, doc="behaviour-cloning passes after each DAgger round"),
     },
     doc="behaviour cloning before GRPO (robot_grpo.behaviour_cloning); its env steps count in the summary",
 )
@@ -45,9 +53,10 @@ DEMONSTRATIONS = Section(
 
 def demonstrators() -> dict[str, Callable[[], Callable[[Any], Any]]]:
     """Name -> factory of each demonstrator ``DEMONSTRATORS`` offers (imports envs: the training side)."""
+    from envs.scripted_pick_and_place import ScriptedPickAndPlace
     from envs.scripted_push import ScriptedPush
 
-    return {"scripted_push": ScriptedPush}
+    return {"scripted_push": ScriptedPush, "scripted_pick_and_place": ScriptedPickAndPlace}
 
 
 def clone_demonstrations(
@@ -60,7 +69,7 @@ def clone_demonstrations(
         return None
     from stable_baselines3.common.env_util import make_vec_env
 
-    from robot_grpo.behaviour_cloning import clone_into, collect_demonstrations
+    from robot_grpo.behaviour_cloning import clone_into, collect_demonstrations, dagger_rounds
 
     start = time.perf_counter()
     expert = demonstrators()[settings["expert"]]()
@@ -76,24 +85,40 @@ def clone_demonstrations(
             action_noise=settings["action_noise"],
             seed=seed,
         )
+        figures = clone_into(
+            model,
+            demos,
+            settings["log_std"],
+            epochs=settings["epochs"],
+            batch_size=settings["batch_size"],
+            learning_rate=settings["learning_rate"],
+        )
+        if settings["dagger_rounds"]:
+            demos, rounds = dagger_rounds(
+                model,
+                demos,
+                demo_env,
+                expert,
+                settings["dagger_rounds"],
+                settings["dagger_episodes"],
+                epochs=settings["dagger_epochs"],
+                batch_size=settings["batch_size"],
+                learning_rate=settings["learning_rate"],
+            )
+            model.reset_reference()  # GRPO's KL anchors to the clone after its last round
+            figures.update(rows=float(len(demos.observations)), mse_last_epoch=rounds[-1]["mse_last_epoch"])
+            figures["env_steps"] = float(demos.env_steps)
+            figures["dagger_success_last_round"] = rounds[-1]["successes"] / rounds[-1]["episodes"]
     finally:
         demo_env.close()
-    figures = clone_into(
-        model,
-        demos,
-        settings["log_std"],
-        epochs=settings["epochs"],
-        batch_size=settings["batch_size"],
-        learning_rate=settings["learning_rate"],
-    )
     figures["seconds"] = time.perf_counter() - start
     logger.info(
         "cloned %s: %d of %d demonstrated episodes succeeded, %d rows, %d env steps, MSE %.4f -> %.4f, %.0f s",
         settings["expert"],
-        demos.successes,
-        demos.episodes,
-        len(demos.observations),
-        demos.env_steps,
+        figures["successes"],
+        figures["episodes"],
+        figures["rows"],
+        figures["env_steps"],
         figures["mse_first_epoch"],
         figures["mse_last_epoch"],
         figures["seconds"],

@@ -14,6 +14,12 @@ rows cover the states a slightly-off policy reaches and say how to recover from 
 demonstrations, the delayed push lands 44% deterministically and 12% with a std of 0.05; from demonstrations with
 noise 0.05, 94% and 74% (seed 0; docs/benchmarks/push-study.md).
 
+Learner-driven rows (DAgger, Ross et al. 2011, https://arxiv.org/abs/1011.0686): a clone makes small errors that
+take it to states no demonstration visited, and its errors there compound. ``dagger_rounds`` runs the clone itself
+(``actor``) for some episodes while the demonstrator labels every state it visits; the rows join the demonstrations
+and the clone is fitted again. On the delayed push whose demonstrator goes around the block (envs.scripted_push,
+97%), the clone of 1,000 noisy demonstrations landed 66%; after four rounds of 500 learner-driven episodes, 86%.
+
 torch + numpy; the demonstrator is any callable on the env's batched observations (robot_grpo does not import envs).
 The env steps the demonstrator took are reported (``Demonstrations.env_steps``): they count against a budget.
 """
@@ -69,6 +75,7 @@ def collect_demonstrations(
     successful_only: bool = True,
     action_noise: float = 0.0,
     seed: int = 0,
+    actor: Expert | None = None,
 ) -> Demonstrations:
     """Run ``expert`` on the vectorized ``env`` (SB3 ``VecEnv``, auto-reset) until ``episodes`` episodes ended.
 
@@ -77,6 +84,8 @@ def collect_demonstrations(
     :param action_noise: std of the Gaussian noise added to each executed command (command units; clipped to the
         action box); the rows keep the demonstrator's own command (module docstring).
     :param seed: seed of the noise.
+    :param actor: what drives the env (e.g. the clone, for DAgger; None: the demonstrator); the rows always keep
+        the demonstrator's command for the state the actor reached.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -95,9 +104,9 @@ def collect_demonstrations(
         flat = flatten_obs_np(obs)
         for i in range(n):
             rows[i].append((flat[i], actions[i]))
-        executed = actions
+        executed = actions if actor is None else np.asarray(actor(obs), dtype=np.float32)
         if action_noise > 0.0:
-            executed = np.clip(actions + action_noise * rng.standard_normal(actions.shape), low, high)
+            executed = np.clip(executed + action_noise * rng.standard_normal(actions.shape), low, high)
         obs, _, dones, infos = env.step(executed.astype(np.float32))
         steps += n
         for i in np.flatnonzero(dones):
@@ -127,12 +136,14 @@ def behaviour_clone(
     batch_size: int = 256,
     learning_rate: float = 1e-3,
     seed: int = 0,
+    fit_normalizer: bool = True,
 ) -> dict[str, float]:
     """Fit ``policy``'s normalizer and mean network to ``demos`` (in place); returns the fit's figures.
 
-    The normalizer takes the demonstrations' statistics first (the mean is fitted to what the policy will see); the
-    log-std is left alone (``clone_into`` sets it). Mean squared error of the mean against the demonstrated
-    actions, summed over action dims, minibatches drawn with a generator seeded by ``seed``.
+    The normalizer takes the demonstrations' statistics first (the mean is fitted to what the policy will see;
+    ``fit_normalizer=False``: the caller merged the rows it had not seen yet); the log-std is left alone
+    (``clone_into`` sets it). Mean squared error of the mean against the demonstrated actions, summed over action
+    dims, minibatches drawn with a generator seeded by ``seed``.
     """
     if epochs < 1 or batch_size < 1 or not (math.isfinite(learning_rate) and learning_rate > 0):
         raise ValueError(
@@ -147,7 +158,8 @@ def behaviour_clone(
             f"demonstrations are {obs.shape[1]}-D observations and {act.shape[1]}-D actions; the policy takes "
             f"{policy.obs_dim} and {policy.action_dim}: collect them on the env the policy trains on"
         )
-    policy.update_normalizer(obs)
+    if fit_normalizer:
+        policy.update_normalizer(obs)
     optimizer = th.optim.Adam(policy.mean_net.parameters(), lr=learning_rate)
     generator = th.Generator().manual_seed(seed)
     losses: list[float] = []
@@ -191,3 +203,51 @@ def clone_into(
         "successes": float(demos.successes),
         "env_steps": float(demos.env_steps),
     }
+
+
+def joined(first: Demonstrations, second: Demonstrations) -> Demonstrations:
+    """Both sets of rows, with their episodes, successes and env steps summed."""
+    return Demonstrations(
+        np.concatenate([first.observations, second.observations]),
+        np.concatenate([first.actions, second.actions]),
+        first.episodes + second.episodes,
+        first.successes + second.successes,
+        first.env_steps + second.env_steps,
+    )
+
+
+def dagger_rounds(
+    model: Any,
+    demos: Demonstrations,
+    env: Any,
+    expert: Expert,
+    rounds: int,
+    episodes: int,
+    epochs: int = 15,
+    batch_size: int = 256,
+    learning_rate: float = 1e-3,
+    action_noise: float = 0.0,
+) -> tuple[Demonstrations, list[dict[str, float]]]:
+    """DAgger after a clone (module docstring): ``rounds`` times, run ``model``'s deterministic policy on ``env`` for
+    ``episodes`` episodes (with ``action_noise`` on each executed command) while ``expert`` labels each state; join
+    every row (successful or not: the labels are the demonstrator's) to ``demos`` and fit ``model.policy`` again
+    (``epochs`` passes, continuing from its weights). Returns all the rows and each round's fit figures."""
+    if rounds < 0 or episodes < 1:
+        raise ValueError(f"DAgger needs rounds >= 0 and episodes >= 1 per round, got {rounds} and {episodes}")
+
+    def clone_acts(obs: Any) -> np.ndarray:
+        return model.predict(obs, deterministic=True)[0]
+
+    seed = int(model.seed or 0)
+    figures = []
+    for index in range(rounds):
+        visited = collect_demonstrations(
+            env, expert, episodes, False, action_noise, seed=seed + index + 1, actor=clone_acts
+        )
+        demos = joined(demos, visited)
+        model.policy.update_normalizer(th.as_tensor(visited.observations, device=model.policy.device))
+        fit = behaviour_clone(
+            model.policy, demos, epochs, batch_size, learning_rate, seed=seed + index + 1, fit_normalizer=False
+        )
+        figures.append({**fit, "successes": float(visited.successes), "episodes": float(visited.episodes)})
+    return demos, figures

@@ -90,3 +90,32 @@ def test_rows_of_the_wrong_size_or_with_nan_are_refused(env):
         Demonstrations(np.full((5, 3), np.nan, np.float32), np.zeros((5, 4), np.float32), 1, 1, 50)
     with pytest.raises(ValueError, match="epochs >= 1"):
         behaviour_clone(model.policy, wrong, epochs=0)
+
+
+def test_an_actor_drives_while_the_demonstrator_labels_every_state_it_reaches(env):
+    env.seed(5)
+    demos = collect_demonstrations(env, reach_expert, episodes=N_ENVS, successful_only=False, actor=never_succeeds)
+    assert demos.successes == 0 and len(demos.observations) == N_ENVS * EPISODE_STEPS  # the actor's episodes
+    obs_dim = env.observation_space["observation"].shape[0]
+    grip = demos.observations[:EPISODE_STEPS, :3]
+    assert np.abs(grip - grip[0]).max() < 0.01  # the actor held still: the arm stayed near its start (it sags)
+    rows = {"observation": demos.observations[:, :obs_dim], "desired_goal": demos.observations[:, -3:]}
+    np.testing.assert_allclose(demos.actions, reach_expert(rows), atol=1e-5)  # the demonstrator's labels
+    assert np.abs(demos.actions[:, :3]).max() > 0.1
+
+
+def test_dagger_rounds_add_the_clones_own_states_and_refit_it(env):
+    from robot_grpo.behaviour_cloning import dagger_rounds
+
+    demos = collect_demonstrations(env, reach_expert, episodes=N_ENVS)
+    model = GRPO("MultiInputPolicy", env, seed=0, group_size=2, n_groups=2)
+    clone_into(model, demos, log_std=-2.0, epochs=1)  # a poor clone: one pass
+    count = float(model.policy.obs_normalizer.count)
+    grown, rounds = dagger_rounds(model, demos, env, reach_expert, rounds=2, episodes=N_ENVS, epochs=20)
+    assert len(rounds) == 2 and all(r["episodes"] == N_ENVS for r in rounds)
+    assert len(grown.observations) == len(demos.observations) + 2 * N_ENVS * EPISODE_STEPS
+    assert grown.env_steps == demos.env_steps + 2 * N_ENVS * EPISODE_STEPS
+    assert float(model.policy.obs_normalizer.count) == count + 2 * N_ENVS * EPISODE_STEPS  # new rows merged once
+    assert rounds[-1]["mse_last_epoch"] < 0.05
+    with pytest.raises(ValueError, match="rounds >= 0 and episodes >= 1"):
+        dagger_rounds(model, demos, env, reach_expert, rounds=1, episodes=0)
