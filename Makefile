@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 # 2.13.0 resolves to the CPU wheel on this machine. mujoco 3.3.7 is the tested version (see pyproject).
 PINS := torch==2.13.0 mujoco==3.3.7
 
-.PHONY: install test test-fast lint format docs demo model bench bench-push
+.PHONY: install test test-fast lint format docs demo model model-push bench bench-push
 
 $(BIN)/python:
 	@test -n "$(PY)" || { echo "make: no Python >= 3.11 found on the PATH; install one or run make PY=/path/to/python3.11"; exit 2; }
@@ -49,6 +49,14 @@ model: install
 	$(BIN)/robot-grpo export --name default_model_export --set checkpoint=runs/default_model/model.zip --set out_dir=models/default
 	cp runs/default_model/model.zip models/default_checkpoint.zip
 	cp runs/default_model/learning_curve.json models/default_learning_curve.json
+
+# The push package for the simulated push cell: trained behind the cell's safety filter (env.safety_spec), from a
+# clone of the scripted push with DAgger rounds (docs/guides/push-on-the-robot.md).
+model-push: install
+	$(BIN)/robot-grpo train --config launch/train_delayed_push.yaml --name push_model --set train.seed=2000 --set train.total_timesteps=24000 --set env.safety_spec=shipped:calibration/sim_fetch_push.yaml --set train.demonstrations.episodes=1000 --set train.demonstrations.dagger_rounds=4
+	rm -rf models/push
+	$(BIN)/robot-grpo export --name push_model_export --set env.id=DelayedFetchPushRobot-v0 --set env.calibration=shipped:calibration/sim_fetch_push.yaml --set checkpoint=runs/push_model/model.zip --set out_dir=models/push --set 'variants=[fp32]'
+	cp runs/push_model/learning_curve.json models/push_learning_curve.json
 
 bench: install
 	$(BIN)/python benchmarks/env_throughput.py

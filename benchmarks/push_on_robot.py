@@ -4,6 +4,8 @@ Three runs of one policy package (its fp32 ONNX on onnxruntime CPU), over the sa
 goal drawn from the seed):
 
 - pure simulation: ``DelayedFetchPush-v0``, the training task (no tracker noise, no link), the env's own success;
+  and the same task through the cell's safety filter (``safety_spec``, ``envs.safety_shield``: the barrier with the
+  true position), which tells how much of a gap the barrier alone makes;
 - on the robot: ``envs.sim_robot.SimRobot(task="push")`` serving the wire protocol on a pty (``--mode realtime``: paced
   at 25 Hz; ``lockstep``: one step per command), driven by ``deploy.runtime.loop.Controller`` with the push spec
   (``calibration/sim_fetch_push.yaml``: tracker noise 1 mm, 25 Hz), its state checks, the block check and the
@@ -41,13 +43,14 @@ JUMP_AT_STEP = 20  # policy step of an episode at which the tracker glitches
 TOLERANCE_PP = 5.0  # the must-show: robot within this many percentage points of pure simulation
 
 
-def sim_success(act: Any, contract: Any, seeds: list[int]) -> list[bool]:
-    """The env's own ``is_success`` at the end of each seeded episode of the training task."""
+def sim_success(act: Any, contract: Any, seeds: list[int], env_kwargs: dict[str, Any] | None = None) -> list[bool]:
+    """The env's own ``is_success`` at the end of each seeded episode of the training task (``env_kwargs``: e.g. the
+    cell's safety filter)."""
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the ids)
 
-    env = gym.make(SIM_ENV_ID)
+    env = gym.make(SIM_ENV_ID, **(env_kwargs or {}))
     results = []
     for seed in seeds:
         obs, _ = env.reset(seed=seed)
@@ -130,6 +133,8 @@ def render(result: dict[str, Any]) -> str:
         "| run | success | vs pure sim (pp) | gripper steps outside box | block jumps rejected | ended early |",
         "|---|---|---|---|---|---|",
         f"| pure simulation ({SIM_ENV_ID}) | {sim['rate']:.1%} | - | - | - | - |",
+        f"| simulation through the cell's safety filter | {result['shielded']['rate']:.1%} | "
+        f"{100.0 * (result['shielded']['rate'] - sim['rate']):+.1f} | - | - | - |",
         f"| robot over the pty | {robot['rate']:.1%} | {result['gap_pp']:+.1f} | "
         f"{robot['gripper_steps_outside_box']} of {robot['robot_steps']} | "
         f"{robot['counts'].get('implausible_block_jump', 0)} | {robot['end_reasons'] or 'none'} |",
@@ -140,7 +145,10 @@ def render(result: dict[str, Any]) -> str:
         f"Same outcome on {result['agree']} of {n} episodes. Robot run rejections: {robot['counts'] or 'none'}; "
         f"glitch run rejections: {jump['counts'] or 'none'}.",
         "",
-        f"Must show: within {TOLERANCE_PP:g} pp: **{'yes' if abs(result['gap_pp']) <= TOLERANCE_PP else 'NO'}**; "
+        f"Must show: within {TOLERANCE_PP:g} pp of pure simulation: "
+        f"**{'yes' if abs(result['gap_pp']) <= TOLERANCE_PP else 'NO'}** ({result['gap_pp']:+.1f}); of simulation behind "
+        f"the cell's safety filter (the training env of a package trained behind it, `env.safety_spec`): "
+        f"**{'yes' if abs(result['shielded_gap_pp']) <= TOLERANCE_PP else 'NO'}** ({result['shielded_gap_pp']:+.1f}); "
         f"every glitch rejected as `implausible_block_jump`: **{'yes' if result['jumps_rejected'] else 'NO'}**; "
         f"0 gripper steps outside the box: **{'yes' if result['outside_total'] == 0 else 'NO'}**.",
         "",
@@ -175,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     act = package.make_backend("ort-cpu", args.variant)
     seeds = list(range(args.first_seed, args.first_seed + args.episodes))
     sim = sim_success(act, contract, seeds)
+    shielded = sim_success(act, contract, seeds, {"safety_spec": str(SPEC_FILE)})
     robot = robot_run(act, contract, seeds, args.mode, None)
     jump = robot_run(act, contract, seeds[: args.jump_episodes], args.mode, args.jump_m)
     for run, outcomes in ((robot, robot["success"]), (jump, jump["success"])):
@@ -190,9 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         "jump_m": args.jump_m,
         "command": "python benchmarks/push_on_robot.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "sim": {"success": sim, "rate": sim_rate},
+        "shielded": {"success": shielded, "rate": float(np.mean(shielded))},
         "robot": robot,
         "jump": jump,
         "gap_pp": round(100.0 * (robot["rate"] - sim_rate), 6),
+        "shielded_gap_pp": round(100.0 * (robot["rate"] - float(np.mean(shielded))), 6),
         "agree": int(sum(a == b for a, b in zip(sim, robot["success"], strict=False))),
         "jumps_rejected": jump["counts"].get("implausible_block_jump", 0) >= len(jump["glitched_episodes"]) > 0,
         "outside_total": robot["gripper_steps_outside_box"] + jump["gripper_steps_outside_box"],

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 import gymnasium as gym
 
 if TYPE_CHECKING:
+    from deploy.robot_spec import RobotSpec
+    from deploy.runtime.safety import SafetyLimits
     from envs.snapshots import SnapshotWrapper
 
 DEFAULT_DELAY = 2  # control steps (80 ms at Fetch's 25 Hz), as DelayedFetchReach-v0
@@ -37,6 +39,7 @@ def make_delayed_fetch(
     reward_type: str = "sparse",
     approach_coef: float = 0.0,
     near_goal_share: float = 0.0,
+    safety_spec: RobotSpec | str | None = None,
     render_mode: str | None = None,
 ) -> SnapshotWrapper:
     """A gymnasium-robotics Fetch task with actuation delay and snapshots.
@@ -55,6 +58,9 @@ def make_delayed_fetch(
     :param near_goal_share: share of fresh resets that start with the block between its drawn start and the goal
         and the gripper behind it (``envs.near_goal_starts.NearGoalStarts``; 0: off). A training-only curriculum:
         evaluate on the env without it.
+    :param safety_spec: a robot spec (or its file; ``shipped:`` names too) whose safety filter every command passes
+        before the delay line (``envs.safety_shield.SafetyShield``: the workspace barrier of the cell the policy is
+        trained for; None: no filter). Only for the object tasks (checked against the push contract's conventions).
     :param render_mode: passed to the Fetch env (SB3's make_vec_env asks for "rgb_array").
     """
     import gymnasium_robotics  # noqa: F401  (registers the Fetch ids)
@@ -63,6 +69,7 @@ def make_delayed_fetch(
     from envs.fetch_lookups import cache_fetch_lookups
     from envs.near_goal_starts import NearGoalStarts
     from envs.object_approach import ObjectApproachReward
+    from envs.safety_shield import SafetyShield
     from envs.snapshots import with_snapshots
 
     if reward_type not in REWARD_TYPES:
@@ -79,7 +86,25 @@ def make_delayed_fetch(
         env = NearGoalStarts(env, near_goal_share)  # inside the wrappers that read the first observation
     if approach_coef > 0:
         env = ObjectApproachReward(env, approach_coef)  # its episode state is carried by the snapshots
-    return with_snapshots(ActionDelay(env, delay=delay, delay_range=delay_range))
+    env = ActionDelay(env, delay=delay, delay_range=delay_range)
+    if safety_spec is not None:
+        env = SafetyShield(env, shield_limits(safety_spec, env.delay))
+    return with_snapshots(env)
+
+
+def shield_limits(safety_spec: RobotSpec | str, history_len: int) -> SafetyLimits:
+    """The safety filter's limits of the robot spec ``safety_spec`` (or its file) for a Fetch object task's policy
+    (the push contract with ``history_len`` commands in flight): ValueError naming the spec when they do not fit."""
+    from deploy.contract import fetch_push_contract
+    from deploy.robot_spec import RobotSpec, load_robot_spec
+    from deploy.runtime.safety import SafetyLimits
+    from deploy.shipped import resolve_path
+
+    spec = safety_spec if isinstance(safety_spec, RobotSpec) else load_robot_spec(resolve_path(safety_spec))
+    try:
+        return SafetyLimits.from_spec(spec, fetch_push_contract(history_len))
+    except ValueError as err:
+        raise ValueError(f"safety_spec {spec.robot_id!r}: {err}") from err
 
 
 def register_delayed_fetch_tasks() -> None:

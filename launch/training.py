@@ -47,9 +47,12 @@ def env_kwargs_as_data(env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any
     :param env_id: registered env id (DelayedFetchReach-v0 and DelayedFetchPushRobot-v0 take a spec).
     :param env_kwargs: from :func:`env_kwargs_from`; its ``spec`` is a file path or absent (the default spec).
     """
+    from deploy.robot_spec import as_robot_spec
+
+    if env_kwargs.get("safety_spec") is not None:  # an object task's shield (envs.safety_shield)
+        return {**env_kwargs, "safety_spec": as_robot_spec(env_kwargs["safety_spec"])}
     if env_id not in ("DelayedFetchReach-v0", "DelayedFetchPushRobot-v0"):
         return dict(env_kwargs)
-    from deploy.robot_spec import as_robot_spec
 
     if env_id == "DelayedFetchPushRobot-v0" and env_kwargs.get("spec") is None:
         return dict(env_kwargs)  # its own default spec (the push cell's), resolved where the env is built

@@ -69,6 +69,14 @@ def test_defaults_are_filled_in():
         ),
         ({"job": "train", "env": {"id": "DelayedFetchPush-v0", "near_goal_share": 1.5}}, "'env.near_goal_share' = 1.5"),
         ({"job": "cell", "arm_cpus": [0]}, "'arm_cpus' must have 2 items"),
+        (
+            {"job": "train", "env": {"safety_spec": "shipped:calibration/sim_fetch_push.yaml"}},
+            "'env.safety_spec' puts a robot cell's safety filter into an object task; DelayedFetchReach-v0",
+        ),
+        (
+            {"job": "train", "env": {"id": "DelayedFetchPush-v0", "safety_spec": "shipped:calibration/nope.yaml"}},
+            "'env.safety_spec'",
+        ),
     ],
 )
 def test_bad_launch_data_names_the_key(data, message):
@@ -134,6 +142,19 @@ def test_the_baud_rate_default_is_the_links():
     from launch.jobs import ROBOT
 
     assert ROBOT.fields["baudrate"].default == DEFAULT_BAUDRATE
+
+
+def test_a_safety_spec_reaches_the_env_as_data_for_workers_in_other_folders():
+    from deploy.robot_spec import RobotSpec
+    from launch.training import env_kwargs_as_data, env_kwargs_from
+
+    resolved = validate_launch(
+        {"job": "train", "env": {"id": "DelayedFetchPush-v0", "safety_spec": "shipped:calibration/sim_fetch_push.yaml"}}
+    )
+    kwargs = env_kwargs_from(resolved["env"])
+    assert kwargs["safety_spec"].endswith("calibration/sim_fetch_push.yaml")  # the task's: in evaluations too
+    spec = env_kwargs_as_data("DelayedFetchPush-v0", kwargs)["safety_spec"]
+    assert isinstance(spec, RobotSpec) and spec.robot_id == "sim_fetch_push"
 
 
 def test_training_only_env_keys_stay_out_of_every_evaluation():
