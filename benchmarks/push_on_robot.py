@@ -146,9 +146,10 @@ def render(result: dict[str, Any]) -> str:
         f"glitch run rejections: {jump['counts'] or 'none'}.",
         "",
         f"Must show: within {TOLERANCE_PP:g} pp of pure simulation: "
-        f"**{'yes' if abs(result['gap_pp']) <= TOLERANCE_PP else 'NO'}** ({result['gap_pp']:+.1f}); of simulation behind "
-        f"the cell's safety filter (the training env of a package trained behind it, `env.safety_spec`): "
-        f"**{'yes' if abs(result['shielded_gap_pp']) <= TOLERANCE_PP else 'NO'}** ({result['shielded_gap_pp']:+.1f}); "
+        f"**{'yes' if abs(result['gap_pp']) <= TOLERANCE_PP else 'NO'}** ({result['gap_pp']:+.1f}); of simulation "
+        f"behind the cell's safety filter (the training env of a package trained behind it, `env.safety_spec`): "
+        f"**{'yes' if abs(result['shielded_gap_pp']) <= TOLERANCE_PP else 'NO'}** "
+        f"({result['shielded_gap_pp']:+.1f}); "
         f"every glitch rejected as `implausible_block_jump`: **{'yes' if result['jumps_rejected'] else 'NO'}**; "
         f"0 gripper steps outside the box: **{'yes' if result['outside_total'] == 0 else 'NO'}**.",
         "",

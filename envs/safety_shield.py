@@ -30,8 +30,8 @@ import numpy as np
 
 from deploy.contract import in_flight_displacement_m
 from deploy.runtime.safety import SafetyLimits, filter_action
+from envs.action_delay import GOAL_OBS_KEY
 
-GOAL_OBS_KEY = "observation"  # the robot-state entry of a goal env's Dict observation
 SHIELD_CUT_KEY = "shield_cut"  # info key: the filter changed this step's command
 
 
