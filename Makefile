@@ -53,7 +53,7 @@ model: install
 # The push package for the simulated push cell: trained behind the cell's safety filter (env.safety_spec), from a
 # clone of the scripted push with DAgger rounds (docs/guides/push-on-the-robot.md).
 model-push: install
-	$(BIN)/robot-grpo train --config launch/train_delayed_push.yaml --name push_model --set train.seed=2000 --set train.total_timesteps=24000 --set env.safety_spec=shipped:calibration/sim_fetch_push.yaml --set train.demonstrations.episodes=1000 --set train.demonstrations.dagger_rounds=4
+	$(BIN)/robot-grpo train --config launch/train_delayed_push.yaml --name push_model --set train.seed=2000 --set train.total_timesteps=24000 --set env.safety_spec=shipped:calibration/sim_fetch_push.yaml --set train.demonstrations.expert=scripted_push_around --set train.demonstrations.episodes=1000 --set train.demonstrations.dagger_rounds=4
 	rm -rf models/push
 	$(BIN)/robot-grpo export --name push_model_export --set env.id=DelayedFetchPushRobot-v0 --set env.calibration=shipped:calibration/sim_fetch_push.yaml --set checkpoint=runs/push_model/model.zip --set out_dir=models/push --set 'variants=[fp32]'
 	cp runs/push_model/learning_curve.json models/push_learning_curve.json

@@ -4,7 +4,7 @@ numpy only. It reads the Fetch object task's observation (gripper and block posi
 and for each step of a batch returns a Fetch command (``[n, 4]``: x, y, z in [-1, 1] at 5 cm per unit, the gripper
 command 0). The goal line runs from the goal through the block and on behind it.
 
-``route="around"`` (the default) stays at the block's height:
+``route="around"`` (the default; the launch files' ``scripted_push_around``) stays at the block's height:
 
 1. not behind the block (its centre less than ``behind_m / 2`` behind the block's along the line) and off the line:
    go to the side of the block, ``clearance_m`` off the line on the gripper's side, ``behind_m / 2`` behind the
@@ -13,10 +13,10 @@ command 0). The goal line runs from the goal through the block and on behind it.
 3. on the line: push along it, aiming the gripper ``contact_m`` short of the goal (the block's half-size plus a
    little: the block stops on the goal).
 
-``route="over"`` is the first version: off the line it travels ``hover_m`` above the block to the point behind it,
-goes down (``down_m``), then pushes. Its descent is what the cell's safety filter slows most: the workspace barrier
-plans with twice the arm's gain bound, so a gripper closing on the box's floor (just below the table-top gripper)
-closes about a fifth of the gap per step.
+``route="over"`` (the launch files' ``scripted_push``, the learning benchmark's) is the first version: off the line
+it travels ``hover_m`` above the block to the point behind it, goes down (``down_m``), then pushes. Its descent is
+what the cell's safety filter slows most: the workspace barrier plans with twice the arm's gain bound, so a gripper
+closing on the box's floor (just below the table-top gripper) closes about a fifth of the gap per step.
 
 Every step is decided afresh from the observation, so a block that slides off the line sends the gripper back
 behind it. ``gain`` stays below 1: the delayed task's commands arrive 2 control steps late, and full gain would

@@ -9,6 +9,7 @@ trains.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -22,9 +23,12 @@ DEMONSTRATION_ENVS = 50  # env copies the demonstrator steps together
 DEMONSTRATION_SEED_OFFSET = 50_000  # the demonstrations' env seeds start at train.seed + this: apart from training's
 
 # The launch file's train.demonstrations (launch.jobs.TRAIN takes it; loads without torch).
-DEMONSTRATORS = ("scripted_push", "scripted_pick_and_place")  # demonstrators() builds each (envs.scripted_*)
+# demonstrators() builds each (envs.scripted_*): scripted_push goes over the block (the learning benchmark's),
+# scripted_push_around beside it at its height (the push cell's: its safety filter slows every descent to the floor)
+DEMONSTRATORS = ("scripted_push", "scripted_push_around", "scripted_pick_and_place")
 DEMONSTRATOR_ENVS = {
     "scripted_push": ("DelayedFetchPush-v0",),
+    "scripted_push_around": ("DelayedFetchPush-v0",),
     "scripted_pick_and_place": ("DelayedFetchPickAndPlace-v0",),
 }
 DEMONSTRATIONS = Section(
@@ -56,7 +60,11 @@ def demonstrators() -> dict[str, Callable[[], Callable[[Any], Any]]]:
     from envs.scripted_pick_and_place import ScriptedPickAndPlace
     from envs.scripted_push import ScriptedPush
 
-    return {"scripted_push": ScriptedPush, "scripted_pick_and_place": ScriptedPickAndPlace}
+    return {
+        "scripted_push": functools.partial(ScriptedPush, route="over"),
+        "scripted_push_around": functools.partial(ScriptedPush, route="around"),
+        "scripted_pick_and_place": ScriptedPickAndPlace,
+    }
 
 
 def clone_demonstrations(
