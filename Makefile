@@ -72,6 +72,6 @@ bench: install
 # Delayed FetchPush: GRPO from its cloned start (minutes per seed), then the off-policy peers at the wall-clock GRPO
 # needs for 1M env steps from scratch (learning_push_approach: 1,601 s per seed): hours, so not part of bench.
 bench-push: install
-	$(BIN)/python benchmarks/learning.py --task push --variants grpo --tuned-seeds 0 --unseen-seeds 2000 2001 2002 --budget 300000
+	$(BIN)/python benchmarks/learning.py --task push --variants grpo --tuned-seeds 0 --unseen-seeds 2000 2001 2002 4000 4001 4002 --budget 300000
 	$(BIN)/python benchmarks/learning.py --task push --variants tqc_her tqc_her_small sac_her --tuned-seeds --unseen-seeds 1000 --sac-wall-s 1601 --name learning_push_peers
 	$(BIN)/python benchmarks/learning.py --task push --name learning_push_peers --resummarize --merge benchmarks/results/learning_push_approach.json

@@ -34,7 +34,7 @@ from benchmarks.learning import (
     grpo_hyperparameters,
     peak_rss_mib,
 )
-from envs.scripted_push import ScriptedPush
+from envs.scripted_push import FETCH_METRES_PER_ACTION, ScriptedPush
 
 GOAL_OFFSET_M = np.array([0.0, 0.12, 0.0])  # from the block's start: +y stays on FetchPush's table for every start
 TITLE = "Delayed FetchPush with a fixed goal rule: GRPO, PPO and a scripted controller"
@@ -53,10 +53,20 @@ PPO_SETTINGS: dict[str, Any] = {  # SB3 PPO defaults, but FetchPush's gamma and 
     "policy_kwargs": {"net_arch": [256, 256]},
 }
 PPO_N_ENVS = 8
-# The scripted controller (envs.scripted_push) as this probe ran it: hovering 5 cm over the block, the setting that
-# scored 84% on the fixed goal rule (push_fixed_goal in docs/benchmarks/push-study.md); the demonstrator's default
-# hovers higher.
-SCRIPTED = ScriptedPush(route="over", hover_m=0.05)
+# The scripted controller (envs.scripted_push) as this probe ran it: over the block, hovering 5 cm over it, the setting
+# that scored 84% on the fixed goal rule (push_fixed_goal in docs/benchmarks/push-study.md), with the over route's
+# first settings: gain 0.4 from where the gripper is (no commands in flight, 5 cm per unit), no push window, no
+# rising first. The over route's defaults hover higher and plan from the commands in flight.
+SCRIPTED = ScriptedPush(
+    route="over",
+    hover_m=0.05,
+    travel_gain=0.4,
+    push_gain=0.4,
+    delay=0,
+    response_m=FETCH_METRES_PER_ACTION,
+    push_lateral_m=0.0,
+    keep_out_m=0.0,
+)
 
 
 def fix_goal(env: Any) -> Any:

@@ -74,12 +74,15 @@ def test_train_job_runs_the_delayed_push_launch_file(tmp_path: Path):
     config = load_launch(Path(__file__).resolve().parents[2] / "launch" / "train_delayed_push.yaml")
     config["train"].update(total_timesteps=400, eval_episodes=2, target_success=1.0)
     config["train"]["hyperparameters"].update(group_size=2, n_groups=2, batch_size=256, n_epochs=1)
-    config["train"]["demonstrations"].update(episodes=50, epochs=1)  # the launch file's clone, small
+    # the launch file's clone and DAgger round, small
+    small = {"episodes": 50, "epochs": 1, "dagger_rounds": 1, "dagger_episodes": 50, "dagger_epochs": 1}
+    config["train"]["demonstrations"].update(small)
     config["output"] = str(tmp_path)
     assert main(config) == 1  # two updates cannot reach 100%
     summary = json.loads((tmp_path / "train_delayed_push" / "train_summary.json").read_text())
     assert summary["env_id"] == "DelayedFetchPush-v0" and summary["env_steps"] == 400
     cloned = summary["demonstrations"]  # GRPO started from the clone; its env steps are reported beside GRPO's
-    assert cloned["episodes"] == 50 and cloned["env_steps"] == 50 * 50 and cloned["rows"] == 50 * cloned["successes"]
+    assert cloned["episodes"] == 50 and cloned["env_steps"] == (50 + 50) * 50
+    assert cloned["rows"] == 50 * cloned["successes"] + 50 * 50  # every state the clone drove to is labelled
     assert summary["behind_safety_filter"] is None  # no calibration: no robot behind a filter
     assert 0.0 <= summary["final_success"] <= 1.0
