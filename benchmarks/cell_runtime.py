@@ -5,7 +5,8 @@ both arms on their own ptys, real-time at 25 Hz), the supervisor (``python -m de
 runtime per arm (``deploy.cell.arm_runtime``: the single-arm ``Controller`` with the arm's separation barrier and the
 partner's reported position spliced into its policy input), each in a fresh interpreter that imports only the robot
 side. Each arm serves the same ``--episodes`` goal pairs (``envs.sim_cell_robot.cell_goals``, seeds from 7000: crossing
-goals in a good share), ``--steps`` commands each, homing between them on its own.
+goals in a good share), ``--steps`` commands each, homing between them on its own (``--start-together``: once its
+partner has ended as many episodes, as ``robot-grpo cell`` runs them).
 
 Cases: the main policy supervised (``goal_seeker``: straight at its goal, blind to the partner, the scripted stand-in
 for a trained cell policy, see below; ``--episodes``); the ``adversary`` (full speed at the partner's reported
@@ -24,7 +25,7 @@ Policy: the main case runs the scripted goal seeker by default (no trained cell 
 parity tolerance, so export it with ``variants=[fp32, fp16]``, docs/guides/cell.md) instead.
 
     nice -n 10 .venv/bin/python benchmarks/cell_runtime.py [--episodes 1000] [--adversary-episodes 200] \
-        [--ablation-episodes 200] [--kill-episodes 4] [--steps 50]
+        [--ablation-episodes 200] [--kill-episodes 4] [--steps 50] [--start-together] [--realtime]
 
 Writes benchmarks/results/cell_runtime.json and .md.
 """
@@ -117,6 +118,7 @@ def _arm_child(
         stale_s=STALE_S,
         partner_home_m=tuple(cell["homes"][1 - arm]),
         enforce=case["barrier"],
+        start_together=case["start_together"],
     )
     job = ArmJob(
         port=port,
@@ -323,7 +325,13 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
         "Separation as the physics saw it at every 2 ms substep: a separation violation is a control step whose "
         f"gripper centres came closer than {MIN_SEPARATION_M} m (what the barrier plans against); a contact, one in "
         "which any link of one arm touched the other (links behind the grippers, which the barrier does not model). "
-        "Episode pairs: each arm serves the same goal pairs and homes on its own between its episodes.",
+        "Episode pairs: each arm serves the same goal pairs; "
+        + (
+            "with the supervisor, an arm homes for its next episode once its partner has ended its own too "
+            "(start_together; without it there are no reports to wait on: each homes on its own)."
+            if results.get("start_together")
+            else "each arm homes on its own between its episodes."
+        ),
         "",
         "| case | episode pairs | separation violations: steps, pairs (per 1,000) | contacts: steps, pairs "
         "(per 1,000) | closest (m) | team success | separation cuts (arm 0 / 1) | partner-stale holds (arm 0 / 1) |",
@@ -400,6 +408,11 @@ def main() -> int:
         help=f"runtimes and supervisor under SCHED_FIFO {RT_PRIORITY}, arm i's runtime pinned to CPU i, the simulated "
         f"cell at {RT_PRIORITY - 1} (as a real cell runs them; needs root or CAP_SYS_NICE)",
     )
+    parser.add_argument(
+        "--start-together",
+        action="store_true",
+        help="supervised arms home for each episode together (SeparationConfig.start_together; robot-grpo cell does)",
+    )
     parser.add_argument("--out", default="cell_runtime", help="results file stem")
     args = parser.parse_args()
     # a SIGTERM (a killed benchmark) unwinds through the cases' cleanup: no supervisor is left holding the port
@@ -413,7 +426,8 @@ def main() -> int:
         print("error: --packages takes two arm packages, 'ARM0,ARM1'", file=sys.stderr)
         return 2
     main_policy = "package" if packages else "goal_seeker"
-    on, off = {"barrier": True, "supervisor": True}, {"barrier": False, "supervisor": False}
+    on = {"barrier": True, "supervisor": True, "start_together": args.start_together}
+    off = {"barrier": False, "supervisor": False, "start_together": False}  # no supervisor: no reports to wait on
     cases = [
         {"key": "main", "name": f"{main_policy}, supervised", "policy": main_policy, **on, "episodes": args.episodes},
         {
@@ -474,6 +488,7 @@ def main() -> int:
             if args.realtime
             else "default"
         ),
+        "start_together": args.start_together,
         "load_start": os.getloadavg(),
         "command": " ".join(["benchmarks/cell_runtime.py", *sys.argv[1:]]),
         "cases": [],

@@ -84,6 +84,7 @@ def run_cell(config: dict[str, Any]) -> dict[str, Any]:
                 stale_s=config["stale_s"],
                 partner_home_m=cell.home_m(1 - arm),
                 enforce=config["barrier"],
+                start_together=config["start_together"],
             )
             job = ArmJob(
                 port=cell.port_names[arm],

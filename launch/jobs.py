@@ -315,6 +315,9 @@ SCHEMAS: dict[str, Section] = {
                 "float", DEFAULT_STALE_S, low=0.01, high=5.0, doc="a partner report older than this holds the arm"
             ),
             "barrier": Field("bool", True, doc="the separation barrier cuts commands (false: the ablation)"),
+            "start_together": Field(
+                "bool", True, doc="an arm homes for its next episode only once its partner has ended its own too"
+            ),
             "supervisor_port": Field("int", SUPERVISOR_PORT, low=1024, high=65535, doc="the supervisor's UDP port"),
             "realtime_priority": Field(
                 "int",

@@ -14,7 +14,10 @@ unchanged. Fields (cell frame, metres, seconds):
   grown by every command in flight at the spec's gain upper bound);
 - ``position``: its newest checked (accepted) gripper position: what a cell policy reads as the partner;
 - ``step_m``: how far one further command can grow the reach on an axis (metres; gain upper bound x command scale
-  x largest command, widened by the coupling share); ``period_s``: its control period (one command per period).
+  x largest command, widened by the coupling share); ``period_s``: its control period (one command per period);
+- ``episodes_ended``: how many episodes the sender has ended (served or aborted) this run: an arm waiting to begin
+  its episode n has ended n, and so has one in the middle of it. A cell whose arms start their episodes together
+  (``SeparationConfig.start_together``) homes an arm for its episode n only once its partner has ended n too.
 
 Layout: little-endian ``struct``, a magic, a version and a CRC-32 of everything before it: a datagram that is short,
 foreign or corrupt is refused (``ReportError``), never half-read.
@@ -28,8 +31,8 @@ import zlib
 from dataclasses import dataclass
 
 MAGIC = b"CELR"
-REPORT_VERSION = 1
-_BODY = struct.Struct("<4sBBBxIdd3d3d3dd")
+REPORT_VERSION = 2  # 2: episodes_ended
+_BODY = struct.Struct("<4sBBBxIIdd3d3d3dd")
 _CRC = struct.Struct("<I")
 REPORT_SIZE = _BODY.size + _CRC.size
 SEQ_MODULO = 2**32
@@ -52,6 +55,7 @@ class PositionReport:
     position: tuple[float, float, float]
     step_m: float
     period_s: float
+    episodes_ended: int = 0
 
     def encode(self) -> bytes:
         body = _BODY.pack(
@@ -60,6 +64,7 @@ class PositionReport:
             self.arm,
             int(self.known),
             self.seq % SEQ_MODULO,
+            self.episodes_ended % SEQ_MODULO,
             self.stamp_s,
             self.step_m,
             *self.low,
@@ -81,7 +86,7 @@ def decode_report(data: bytes) -> PositionReport:
     body, (crc,) = data[: _BODY.size], _CRC.unpack(data[_BODY.size :])
     if zlib.crc32(body) != crc:
         raise ReportError("position report CRC mismatch")
-    magic, version, arm, known, seq, stamp, step, *values = _BODY.unpack(body)
+    magic, version, arm, known, seq, ended, stamp, step, *values = _BODY.unpack(body)
     if magic != MAGIC:
         raise ReportError(f"not a position report (magic {magic!r})")
     if version != REPORT_VERSION:
@@ -92,4 +97,4 @@ def decode_report(data: bytes) -> PositionReport:
         raise ReportError("position report with a non-finite or out-of-range field")
     if known and any(lo > hi for lo, hi in zip(low, high, strict=True)):
         raise ReportError("position report whose reach box has low > high")
-    return PositionReport(arm, seq, stamp, bool(known), tuple(low), tuple(high), tuple(position), step, period)
+    return PositionReport(arm, seq, stamp, bool(known), tuple(low), tuple(high), tuple(position), step, period, ended)

@@ -39,6 +39,11 @@ class EpisodeTracker:
         """The current episode has taken all its policy steps."""
         return self.steps >= self.max_episode_steps
 
+    @property
+    def ended(self) -> int:
+        """Episodes ended so far, served or aborted (a cell arm reports it: ``deploy.cell.report``)."""
+        return len(self.results)
+
     def has_next(self) -> bool:
         """Whether a goal is left (``start_next`` would begin an episode)."""
         return self.goals.has_next()

@@ -154,7 +154,7 @@ class Controller:
         self.path = CommandPath(contract, limits, self.line, guard, separation)
         self.collector = SlackCollector()
         if separation is not None:  # the barrier plans from this arm's bound, position and commands in flight
-            separation.attach(limits, self.period_s, contract.position_slice, self.intake, self.line)
+            separation.attach(limits, self.period_s, contract.position_slice, self.intake, self.line, self.episodes)
         self.outbox = Outbox(self.robot_link, clock, self.line, self.intake, self.path, self.counts)
         self.recorder = TickRecorder(clock, self.episodes)
         self.exit_stop = ExitStop(self.robot_link, self.latch, clock, self.period_s, self.config.stop_ack_timeout_s)

@@ -156,15 +156,16 @@ class ModeRules:
         return ctl.record(msg, EMPTY, ctl.hold, ctl.hold, (), float("nan"), False)
 
     def _next_episode(self) -> None:
-        """HOME for the next episode (``HomingTicks``); a cell arm whose partner's report is stale holds instead:
-        nothing moves while the partner is stale (``CommandPath.may_home``), and HOLD asks again. With no goal left
+        """HOME for the next episode (``HomingTicks``); a cell arm whose partner's report is stale (or, starting
+        together, whose partner has not ended its episode yet) holds instead: nothing moves while the partner is stale
+        (``CommandPath.may_home``), and HOLD asks again. With no goal left
         the run ends whatever the partner: ending moves nothing (a partner that already ended is stale for good)."""
         ctl = self.ctl
         if ctl.path.may_home() or not ctl.episodes.has_next():
             self.homing.start_episode()
             return
         if ctl.sm.state is not LoopState.HOLD:
-            ctl.enter(LoopState.HOLD, "the partner's position is stale: hold before the next HOME")
+            ctl.enter(LoopState.HOLD, "the partner is stale or still in its episode: hold before the next HOME")
         self.hold_count = 0
 
     def _round_trip_known(self, msg: StateMsg) -> bool:

@@ -34,6 +34,12 @@ Stale partner. No report, a report older than ``stale_s`` (the supervisor or the
 stamped ahead of this host's clock, or one whose sender does not know where its arm is -> hold (``partner_stale``),
 and no HOME goes out either (the loop waits in HOLD: ``may_home``). The arm resumes on the first fresh report. Every
 cut is a reason in the tick's interventions.
+
+Starting together (``start_together``). A cell policy is trained on episodes both arms begin at once; arms that home
+on their own drift apart in phase (an aborted episode ends one arm's early), and each then meets a partner where
+training never put it. With ``start_together`` an arm homes for its episode n only once its partner's fresh report
+says it has ended n episodes too (``episodes_ended``): the one that finished first holds at its last position
+(``home_waits_for_partner``, counted) until the other ends its episode, then both home within a tick or two.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ SEPARATION_BARRIER = "separation_barrier"  # the command was cut to keep the rea
 SEPARATION_INSIDE = "separation_inside"  # the reaches were already too close: only motion away passes
 SEPARATION_NO_BOUND = "separation_no_bound"  # this arm's own bound is unknown: hold
 HOME_DEFERRED = "home_deferred_partner_stale"  # count: a HOME waited in HOLD for a fresh partner report
+HOME_WAITS = "home_waits_for_partner"  # count: a HOME waited in HOLD for the partner to end its episode too
 SEPARATION_REASONS = (PARTNER_STALE, SEPARATION_BARRIER, SEPARATION_INSIDE, SEPARATION_NO_BOUND)
 # bisection steps of a cut: the share is found to 2**-10 of the command (under 0.2 mm of a full command at the
 # planning gain; the share kept always passes, so fewer steps only cut a hair more)
@@ -78,6 +85,13 @@ class ArmState(Protocol):
 
     @property
     def anchor(self) -> Any: ...
+
+
+class EpisodeCount(Protocol):
+    """What the barrier reads of the episodes (``EpisodeTracker``): how many this arm has ended."""
+
+    @property
+    def ended(self) -> int: ...
 
 
 class InFlight(Protocol):
@@ -108,6 +122,7 @@ class SeparationConfig:
     :param home_keepout_m: half-width of the keep-out box about the partner's home.
     :param enforce: cut commands (True); False only shares this arm's reports and reads the partner's, never cutting:
         the ablation that shows what the barrier buys.
+    :param start_together: home for an episode only once the partner has ended as many (module docstring).
     """
 
     arm: int
@@ -118,6 +133,7 @@ class SeparationConfig:
     partner_home_m: tuple[float, float, float] | None = None
     home_keepout_m: float = DEFAULT_HOME_KEEPOUT_M
     enforce: bool = True
+    start_together: bool = False
 
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
@@ -288,6 +304,7 @@ class SeparationBarrier:
         self._limits: SafetyLimits | None = None
         self._intake: ArmState | None = None
         self._line: InFlight | None = None
+        self._episodes: EpisodeCount | None = None
         self._home: Box | None = None
         if config.partner_home_m is not None:
             k = config.home_keepout_m
@@ -301,14 +318,18 @@ class SeparationBarrier:
         position_slice: tuple[int, int],
         intake: ArmState,
         line: InFlight,
+        episodes: EpisodeCount | None = None,
     ) -> None:
         """Connect to the controller's parts: the filter's limits, the control period (seconds), where the gripper
-        position sits in a state, the state intake (this arm's bound and newest accepted state) and the command line
-        (the commands in flight)."""
+        position sits in a state, the state intake (this arm's bound and newest accepted state), the command line
+        (the commands in flight) and the episodes (how many ended: reported, and what ``start_together`` waits on;
+        None: 0, for a barrier that serves no episodes)."""
+        if self.config.start_together and episodes is None:
+            raise ValueError("start_together waits on this arm's episodes: attach them (the controller's tracker)")
         self._limits = limits
         self._period_s = float(period_s)
         self._where = slice(*position_slice)
-        self._intake, self._line = intake, line
+        self._intake, self._line, self._episodes = intake, line, episodes
         dims = limits.position_dims
         self._dims = dims
         # at the gain the safety filter plans with (the spec's bound times its barrier_gain_margin: a faster motor)
@@ -353,11 +374,21 @@ class SeparationBarrier:
         return boxes
 
     def may_home(self) -> bool:
-        """Whether this arm may home now: the partner's report is fresh (or the barrier is off, the ablation)."""
-        if not self.config.enforce or self.partner()[0] is not None:
-            return True
-        self.counts[HOME_DEFERRED] += 1
-        return False
+        """Whether this arm may home now: the partner's report is fresh (or the barrier is off, the ablation) and,
+        with ``start_together``, says the partner has ended as many episodes as this arm."""
+        report = self.partner()[0]
+        if self.config.enforce and report is None:
+            self.counts[HOME_DEFERRED] += 1
+            return False
+        if self.config.start_together and (report is None or report.episodes_ended < self.episodes_ended):
+            self.counts[HOME_WAITS] += 1
+            return False
+        return True
+
+    @property
+    def episodes_ended(self) -> int:
+        """Episodes this arm has ended (0 before it serves any)."""
+        return 0 if self._episodes is None else self._episodes.ended
 
     # The cut -------------------------------------------------------------------------------------------------
     def cut(self, result: FilterResult, bound: Any) -> FilterResult:
@@ -405,12 +436,16 @@ class SeparationBarrier:
         period = self._period_s
         if bounds is None or anchor is None:
             zero = (0.0, 0.0, 0.0)
-            report = PositionReport(arm, self._seq, self._clock(), False, zero, zero, zero, self.step_m, period)
+            report = PositionReport(
+                arm, self._seq, self._clock(), False, zero, zero, zero, self.step_m, period, self.episodes_ended
+            )
         else:
             moves = (self._line.in_flight()[:, : self._dims] * self.move_per_unit_m).tolist()  # type: ignore[union-attr]
             low, high = Reach(bounds[0], bounds[1], moves, COUPLING_SHARE).box()
             low, high = layout.box_to_cell(arm, low, high)
             where = layout.point_to_cell(arm, anchor.state[self._where].tolist())
-            report = PositionReport(arm, self._seq, self._clock(), True, low, high, where, self.step_m, period)
+            report = PositionReport(
+                arm, self._seq, self._clock(), True, low, high, where, self.step_m, period, self.episodes_ended
+            )
         self.link.send(report)
         self.counts["reports_sent"] += 1

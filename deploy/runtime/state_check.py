@@ -70,6 +70,7 @@ from __future__ import annotations
 import math
 import operator
 from collections import deque
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from deploy.contract import ObservationContract
@@ -179,6 +180,30 @@ class Verdict(NamedTuple):
     motion_m: tuple[float, ...] = ()
 
 
+def noise_check_m(spec: RobotSpec) -> list[float]:
+    """Per axis, the allowance (metres) for the difference of two noisy position readings under ``spec``'s noise."""
+    return [NOISE_SIGMAS * math.sqrt(2.0) * float(v) for v in spec.observation_noise_std_m]
+
+
+def step_reach_m(applied_units: float, step_m_per_unit: float, previous_motion: Sequence[float]) -> float:
+    """How far (metres) the arm can have moved between two states: the commands applied between them
+    (``applied_units``: their summed Euclidean length, command units) at the gain bound (``step_m_per_unit``), plus
+    ``CARRY_FRACTION`` of the previous step's motion (metres per axis) carried on."""
+    return applied_units * step_m_per_unit + CARRY_FRACTION * math.hypot(*previous_motion)
+
+
+def motion_bound(
+    position: Sequence[float], previous: Sequence[float], reach_m: float, noise_m: Sequence[float]
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """An accepted state's bound (low, high; metres per axis): its ``position`` widened toward where the previous
+    accepted position plus ``reach_m`` could have taken the arm (a stale reading is then still inside), and by the
+    noise allowance ``noise_m``. The training envs' shields plan from the same bound (``envs.checked_bound``)."""
+    sides = list(zip(position, previous, noise_m, strict=True))
+    low = tuple([min(p, a - reach_m) - n for p, a, n in sides])
+    high = tuple([max(p, a + reach_m) + n for p, a, n in sides])
+    return low, high
+
+
 class StateChecker:
     """Checks each fresh, finite state against the spec and the commands in flight (see the module docstring).
 
@@ -209,7 +234,7 @@ class StateChecker:
         tolerance_s = min(clock_tolerance_s, spec.watchdog_hold_s / 2.0)
         self.stamps = StampCheck(float(loop_period_s), spec.control_period_s, tolerance_s, seq_gap_slack)
         noise = [float(v) for v in spec.observation_noise_std_m]
-        self._noise_check_m = [NOISE_SIGMAS * math.sqrt(2.0) * v for v in noise]  # two noisy positions a difference
+        self._noise_check_m = noise_check_m(spec)  # two noisy positions a difference
         self._noise_bound_m = [BOUND_NOISE_SIGMAS * v for v in noise]
         self._motion_margin_m = MOTION_MARGIN_M + math.hypot(*self._noise_check_m)
         margin = spec.envelope_margin_m
@@ -305,7 +330,7 @@ class StateChecker:
         if self._too_fast(motion, self.stamps.elapsed_s(seen, anchor)):
             return self._reject(seen, TOO_FAST)
         seen.reach = applied_units * self._step_m_per_unit
-        reach = seen.reach + CARRY_FRACTION * math.hypot(*anchor.motion)
+        reach = step_reach_m(applied_units, self._step_m_per_unit, anchor.motion)
         if math.hypot(*motion) > reach + self._motion_margin_m:
             return self._reject(seen, UNEXPLAINED_MOTION)
         seen.motion = motion
@@ -373,10 +398,7 @@ class StateChecker:
         self.chain.clear()
         moved = previous_anchor is not None and reach is not None
         previous = previous_anchor.position if moved else seen.position  # type: ignore[union-attr]
-        widen = reach or 0.0
-        sides = list(zip(seen.position, previous, self._noise_bound_m, strict=True))
-        low = tuple([min(p, a - widen) - n for p, a, n in sides])
-        high = tuple([max(p, a + widen) + n for p, a, n in sides])
+        low, high = motion_bound(seen.position, previous, reach or 0.0, self._noise_bound_m)
         return Verdict(True, "", False, low, high, clock_corrected, tuple(seen.motion) if moved else ())
 
     def _reject(self, seen: Seen, kind: str) -> Verdict:

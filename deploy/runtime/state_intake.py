@@ -69,6 +69,16 @@ STOP_AT_ONCE = {
 }
 
 
+def position_bound_for(spec: RobotSpec, dims: int, follow_noise_m: float, largest_move_m: float) -> PositionBound:
+    """The runtime's position bound for a robot of ``spec`` (``follow_noise_m``: ``StateChecker.follow_noise_m``;
+    ``largest_move_m``: the largest command's move at command scale, metres). Commands in flight or not yet certainly
+    applied cannot confirm anything yet: the reckoning may span their reach on top of the allowance before the motion
+    is called unconfirmed."""
+    lag_m = (spec.delay_range[1] + UNCONFIRMABLE_EXTRA_STEPS) * spec.max_step_m
+    max_unconfirmed_m = DEFAULT_MAX_UNCONFIRMED_M + lag_m
+    return PositionBound(dims, spec.actuator_gain_max, follow_noise_m, largest_move_m, max_unconfirmed_m)
+
+
 class StateIntake:
     """The checks every fresh state passes, the anchor, the position bound and the rejection counts.
 
@@ -94,16 +104,8 @@ class StateIntake:
         self.checker = checker_class(spec, contract, period_s, resync_states=config.resync_states)
         self.unreported = UnreportedFollowing(spec, contract, self.checker.follow_noise_m)
         scale = contract.action_scale_m
-        # commands in flight or not yet certainly applied cannot confirm anything yet: the reckoning may span their
-        # reach on top of the allowance before the motion is called unconfirmed
-        lag_m = (spec.delay_range[1] + UNCONFIRMABLE_EXTRA_STEPS) * spec.max_step_m
-        self.bound = PositionBound(
-            contract.goal_dim,
-            spec.actuator_gain_max,
-            self.checker.follow_noise_m,
-            line.largest_command * scale,
-            DEFAULT_MAX_UNCONFIRMED_M + lag_m,
-        )
+        largest_move_m = line.largest_command * scale
+        self.bound = position_bound_for(spec, contract.goal_dim, self.checker.follow_noise_m, largest_move_m)
         self._command_scale_m = scale
         self._follow_m_per_unit = [spec.command_scale_m * g for g in spec.actuator_gain]
         self.line = line

@@ -162,42 +162,79 @@ def test_a_killed_supervisor_holds_both_arms_until_it_is_back() -> None:
     assert cell.separation.summary()["separation_steps"] == 0
 
 
-def test_the_arm_that_finishes_first_parks_and_reports_so_its_partner_finishes_too(cell_and_supervisor) -> None:
-    # An arm whose runtime ended would stop reporting, and its partner holds on a stale report for good. Arm 0
-    # has 1 goal and arm 1 has 3: arm 0 parks at its home, reporting, until arm 1 is done; then both runs end
-    # (arm 0 with its partner already gone and stale: ending moves nothing).
-    cell, supervisor = cell_and_supervisor
+def _goal_seeker(cell: SimCellRobot, supervisor: CellSupervisor, arm: int, goals: Any, steps: int, **separation):
+    """Arm ``arm``'s runtime with the scripted goal seeker on ``goals``, ``steps`` per episode (``separation``: more
+    ``SeparationConfig`` arguments)."""
     spec = load_robot_spec()
     contract = fetch_reach_contract(spec.delay_range[1])
-    goals = cell_goals(5000, 3)
-    done = (threading.Event(), threading.Event())
-    sources, runtimes = [], []
-    for arm, count in ((0, 1), (1, 3)):
-        home = cell.layout().point_to_cell(arm, cell.home_m(arm))
-        source = LingeringGoals(GoalSource(goals[:count, arm]), home, done[arm].set, done[1 - arm].is_set, 50)
-        separation = SeparationConfig(arm, cell.layout(), stale_s=STALE_S, partner_home_m=cell.home_m(1 - arm))
-        sources.append(source)
-        runtimes.append(
-            cell_arm_runtime(
-                cell.port_names[arm],
-                contract,
-                GoalSeeker(cell_arm_contract(contract)),
-                spec,
-                source,
-                separation,
-                supervisor.address,
-                LoopConfig(max_episode_steps=30),
-            )
-        )
+    config = SeparationConfig(arm, cell.layout(), stale_s=STALE_S, partner_home_m=cell.home_m(1 - arm), **separation)
+    policy = GoalSeeker(cell_arm_contract(contract))
+    config_loop = LoopConfig(max_episode_steps=steps)
+    return cell_arm_runtime(
+        cell.port_names[arm], contract, policy, spec, goals, config, supervisor.address, config_loop
+    )
+
+
+def _run_both(runtimes: list, hang: str) -> list:
+    """Run both arms' runtimes on threads to their end; their reports (``hang``: the message if one never ends)."""
     reports: list = [None, None]
     threads = [threading.Thread(target=lambda i=i: reports.__setitem__(i, runtimes[i].run())) for i in (0, 1)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(RUN_TIMEOUT_S)
-    assert not any(thread.is_alive() for thread in threads), "an arm was left holding on its ended partner"
+    assert not any(thread.is_alive() for thread in threads), hang
+    return reports
+
+
+def test_the_arm_that_finishes_first_parks_and_reports_so_its_partner_finishes_too(cell_and_supervisor) -> None:
+    # An arm whose runtime ended would stop reporting, and its partner holds on a stale report for good. Arm 0
+    # has 1 goal and arm 1 has 3: arm 0 parks at its home, reporting, until arm 1 is done; then both runs end
+    # (arm 0 with its partner already gone and stale: ending moves nothing).
+    cell, supervisor = cell_and_supervisor
+    goals = cell_goals(5000, 3)
+    done = (threading.Event(), threading.Event())
+    sources, runtimes = [], []
+    for arm, count in ((0, 1), (1, 3)):
+        home = cell.layout().point_to_cell(arm, cell.home_m(arm))
+        source = LingeringGoals(GoalSource(goals[:count, arm]), home, done[arm].set, done[1 - arm].is_set, 50)
+        sources.append(source)
+        runtimes.append(_goal_seeker(cell, supervisor, arm, source, 30))
+    reports = _run_both(runtimes, "an arm was left holding on its ended partner")
     assert sources[0].parked >= 1 and sources[1].parked == 0  # arm 0 waited parked; arm 1 found it done
     pairs = zip(reports, sources, strict=True)
     real = [[e for e in report.episodes if not source.is_park(e.index)] for report, source in pairs]
     assert [len(r) for r in real] == [1, 3] and not any(e.aborted for r in real for e in r)
     assert cell.separation.summary()["separation_steps"] == 0
+
+
+def _home_times(robot: Any) -> list[float]:
+    from deploy.wire import HomeMsg
+
+    times: list[float] = []
+    for t, msg, heard in robot.received:
+        if heard and isinstance(msg, HomeMsg) and (not times or t - times[-1] > 0.2):  # a resent HOME is one homing
+            times.append(t)
+    return times
+
+
+@pytest.mark.parametrize("together", [True, False])
+def test_arms_starting_together_home_for_each_episode_within_a_few_ticks(cell_and_supervisor, together) -> None:
+    # Arm 0's episodes are 10 steps, arm 1's 30: on their own, arm 0 runs 20 steps ahead per episode; starting
+    # together, it holds after each episode until arm 1 has ended its own, and both home together.
+    cell, supervisor = cell_and_supervisor
+    goals = cell_goals(5000, 3)
+    done = (threading.Event(), threading.Event())
+    runtimes = []
+    for arm, steps in ((0, 10), (1, 30)):
+        home = cell.layout().point_to_cell(arm, cell.home_m(arm))  # parked there, reporting, once its goals are done
+        source = LingeringGoals(GoalSource(goals[:, arm]), home, done[arm].set, done[1 - arm].is_set, 50)
+        runtimes.append(_goal_seeker(cell, supervisor, arm, source, steps, start_together=together))
+    _run_both(runtimes, "a runtime did not end")
+    homes = [_home_times(robot)[:3] for robot in cell.robots]  # the goals' episodes (park episodes may follow)
+    gaps_s = [abs(a - b) for a, b in zip(*homes, strict=True)]
+    if together:
+        assert max(gaps_s) <= 4 * cell.period_s, gaps_s
+        assert runtimes[0].barrier.counts["home_waits_for_partner"] > 0
+    else:
+        assert gaps_s[-1] >= 30 * cell.period_s, gaps_s  # two episodes of 20 steps apart, less the homing waits

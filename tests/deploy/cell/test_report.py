@@ -9,7 +9,7 @@ import pytest
 
 from deploy.cell.report import REPORT_SIZE, PositionReport, ReportError, decode_report
 
-REPORT = PositionReport(1, 7, 123.25, True, (1.0, 0.5, 0.4), (1.1, 0.6, 0.5), (1.05, 0.55, 0.45), 0.04, 0.04)
+REPORT = PositionReport(1, 7, 123.25, True, (1.0, 0.5, 0.4), (1.1, 0.6, 0.5), (1.05, 0.55, 0.45), 0.04, 0.04, 12)
 
 
 def test_round_trip() -> None:

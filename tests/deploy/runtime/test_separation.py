@@ -18,6 +18,7 @@ from deploy.runtime.position_bound import COUPLING_SHARE
 from deploy.runtime.safety import CLIP, FilterResult, SafetyLimits
 from deploy.runtime.separation import (
     CUT_ITERATIONS,
+    HOME_WAITS,
     PARTNER_STALE,
     SEPARATION_BARRIER,
     SEPARATION_INSIDE,
@@ -182,11 +183,18 @@ class Clock:
         return self.t
 
 
-def make_arm(arm: int, board: Board, clock: Clock, position: list[float] | None, **kwargs) -> tuple:
+class Episodes:
+    def __init__(self) -> None:
+        self.ended = 0
+
+
+def make_arm(
+    arm: int, board: Board, clock: Clock, position: list[float] | None, episodes: Episodes | None = None, **kwargs
+) -> tuple:
     config = SeparationConfig(arm, LAYOUT, min_separation_m=MIN_SEP, **kwargs)
     barrier = SeparationBarrier(config, BoardLink(arm, board), clock)
     intake, line = Intake(position), Line()
-    barrier.attach(LIMITS, PERIOD, (0, 3), intake, line)
+    barrier.attach(LIMITS, PERIOD, (0, 3), intake, line, episodes)
     return barrier, intake, line
 
 
@@ -285,3 +293,30 @@ def test_two_barriers_keep_two_point_arms_apart(seed: int) -> None:
     assert closest >= MIN_SEP
     assert cut_seen > 0
     assert closest < MIN_SEP + 0.1  # they did come close: the barrier, not distance, kept them apart
+
+
+def test_starting_together_an_arm_homes_only_once_its_partner_has_ended_as_many_episodes() -> None:
+    board, clock = Board(), Clock()
+    done0, done1 = Episodes(), Episodes()
+    arm0, _, _ = make_arm(0, board, clock, [0.0, 0.0, 0.0], done0, start_together=True)
+    arm1, _, _ = make_arm(1, board, clock, [1.0, 0.0, 0.0], done1, start_together=True)
+    assert not arm0.may_home()  # no partner report yet: stale
+    arm1.sent(np.zeros(4))
+    assert board.reports[1].episodes_ended == 0 and arm0.may_home()  # both about to begin episode 0
+    done0.ended = 1  # arm 0 ended its episode 0; arm 1 is still in it
+    arm1.sent(np.zeros(4))
+    assert not arm0.may_home() and arm0.counts[HOME_WAITS] == 1
+    done1.ended = 1
+    clock.t += 0.04
+    arm1.sent(np.zeros(4))
+    arm0.sent(np.zeros(4))
+    assert arm0.may_home() and arm1.may_home()  # both ended 1: both begin episode 1
+    done1.ended = 3  # a partner ahead holds nobody back
+    arm1.sent(np.zeros(4))
+    assert arm0.may_home()
+    with pytest.raises(ValueError, match="start_together waits on this arm's episodes"):
+        make_arm(0, Board(), clock, [0.0, 0.0, 0.0], None, start_together=True)
+    plain, _, _ = make_arm(0, board, clock, [0.0, 0.0, 0.0])
+    done1.ended = 0
+    arm1.sent(np.zeros(4))
+    assert plain.may_home()  # without start_together a fresh report is enough
