@@ -26,8 +26,16 @@ This is the one implementation; ``envs.two_arm_cell_parallel`` gives it PettingZ
   substeps; frozen arms keep theirs), reported as ``info["reward_offset"]``: the part of the reward no goal changes,
   which hindsight keeps. The sparse team reward alone ranks a member that brushed past the partner the same as one
   that kept clear, and a group in which every member collides teaches nothing; the term gives such groups a slope.
+- The cell's runtimes (optional): with ``safety_spec`` every command passes what its arm's runtime runs on it (the
+  safety filter, then the separation barrier, both planning from the runtime's position bound; ``envs.cell_shield``)
+  before its delay line, so a policy learns the motion the cell allows; ``info["shield_cut"]`` says per arm whether
+  its command was changed. The delay lines and the observation's history carry the commands sent, as on the cell.
+  An arm its runtime would safe-stop (it does not follow its commands: pressed against the edge of its reach) holds
+  from then on and the episode fails like a violation (``info["safe_stop"]``: "arm_<i>: <reason>"; never relabelled
+  away), without counting as one.
 - Snapshot: ``snapshot()`` / ``reset(options={"snapshot": s})`` capture and restore physics, both goals, both
-  delay lines and delays, the step count, the violation, the RNG and the last observation: bit-exact replay.
+  delay lines and delays, the step count, the violation, the RNG, the last observation and the shield's state:
+  bit-exact replay.
 """
 
 from __future__ import annotations
@@ -42,8 +50,10 @@ from gymnasium import spaces
 
 from deploy.contract import ActionHistory, apply_delay
 from deploy.robot_spec import RobotSpec, as_robot_spec
+from deploy.shipped import resolve_path
 from envs.cell_goals import sample_goal_pair
 from envs.cell_scene import CellScene
+from envs.cell_shield import CellShield, CellShieldState
 from envs.delayed_fetch_reach import MAX_GOAL_RANGE_M
 from envs.delayed_goal_env import check_delay_range, goal_distance
 from envs.snapshots import NEW_EPISODE_OPTION, SNAPSHOT_OPTION
@@ -53,6 +63,8 @@ STATE_DIM = 10  # FetchReach's state values per arm
 ACTION_DIM = 4  # FetchReach's command: dx, dy, dz, gripper (ignored: blocked)
 PARTNER_DIM = 3
 VIOLATION_SEPARATION, VIOLATION_CONTACT = "separation", "contact"
+SHIELD_CUT_KEY = "shield_cut"  # info key: per arm, whether the runtimes' filters changed its command
+SAFE_STOP_KEY = "safe_stop"  # info key: the first arm its runtime would have stopped, and why (None: none)
 AGENTS = tuple(f"arm_{i}" for i in range(N_ARMS))  # agent names (PettingZoo's possible_agents; the learner reads them)
 
 
@@ -70,6 +82,8 @@ class CellSnapshot:
     step_closest_m: float
     rng_state: dict[str, Any]
     observation: dict[str, np.ndarray] | None
+    shield: CellShieldState | None = None
+    safe_stop: str | None = None
 
 
 class TwoArmCellEnv(gym.Env):
@@ -87,6 +101,8 @@ class TwoArmCellEnv(gym.Env):
     :param proximity_margin_m: width of the band above ``min_separation_m`` where the term starts, metres.
     :param max_episode_steps: episode length in control steps.
     :param spec: robot spec (``RobotSpec`` or its file) the delay comes from; None: ``calibration/sim_fetch.yaml``.
+    :param safety_spec: robot spec (or its file; ``shipped:`` names too) whose safety filter and separation barrier
+        every command passes (``envs.cell_shield``); None: none.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
@@ -105,6 +121,7 @@ class TwoArmCellEnv(gym.Env):
         proximity_margin_m: float = 0.1,
         max_episode_steps: int = 50,
         spec: RobotSpec | str | None = None,
+        safety_spec: RobotSpec | str | None = None,
     ) -> None:
         if not (math.isfinite(proximity_coef) and proximity_coef >= 0) or not proximity_margin_m > 0:
             raise ValueError(
@@ -145,10 +162,16 @@ class TwoArmCellEnv(gym.Env):
         self.goals = np.zeros((N_ARMS, 3))  # each in its own arm's frame
         self.elapsed_steps = 0
         self.violation: str | None = None
+        self.safe_stop: str | None = None  # the first arm its runtime would have stopped (shield only)
         self.closest_m = math.inf
         self._step_closest = math.inf  # closest distance during the last step (metres)
         self._last_obs: dict[str, np.ndarray] | None = None
         self.obs_dim = STATE_DIM + ACTION_DIM * self.history_len + PARTNER_DIM
+        self.shield: CellShield | None = None
+        if safety_spec is not None:
+            homes = [self.scene.start_grip[arm] for arm in range(N_ARMS)]
+            shield_spec = as_robot_spec(resolve_path(safety_spec) if isinstance(safety_spec, str) else safety_spec)
+            self.shield = CellShield(shield_spec, self.scene.layout(), homes, self.history_len, self.min_separation_m)
         self.action_space = spaces.Box(-1.0, 1.0, shape=(N_ARMS, ACTION_DIM), dtype=np.float32)
         goal_space = spaces.Box(-np.inf, np.inf, shape=(N_ARMS, 3), dtype=np.float64)
         self.observation_space = spaces.Dict(
@@ -195,9 +218,12 @@ class TwoArmCellEnv(gym.Env):
         self.delays = [int(self.np_random.integers(lo, hi + 1)) if lo < hi else hi for _ in range(N_ARMS)]
         self.goals = self._sample_goals()
         self.elapsed_steps = 0
-        self.violation = None
+        self.violation = self.safe_stop = None
         self.closest_m = self._step_closest = self.scene.gripper_distance()
-        return self._observe(), self._reset_info()
+        observation = self._observe()
+        if self.shield is not None:
+            self.shield.reset(observation["achieved_goal"], self.delays)
+        return observation, self._reset_info()
 
     def _reset_info(self) -> dict[str, Any]:
         return {"delays": tuple(self.delays), "violation": self.violation, "closest_m": self.closest_m}
@@ -209,6 +235,12 @@ class TwoArmCellEnv(gym.Env):
         if not math.isfinite(action.sum()):
             raise ValueError(f"action contains NaN or inf: {action.tolist()}")
         command = np.clip(action, -1.0, 1.0)
+        cut = (False,) * N_ARMS
+        if self.shield is not None:
+            assert self._last_obs is not None  # reset() observed
+            command, cut, faults = self.shield.filter(command, self._last_obs["achieved_goal"])
+            stopped = [f"arm_{arm}: {fault}" for arm, fault in enumerate(faults) if fault]
+            self.safe_stop = self.safe_stop or (stopped[0] if stopped else None)
         applied = {arm: apply_delay(self.histories[arm], command[arm], self.delays[arm]) for arm in range(N_ARMS)}
         if self.violation is None:  # after a violation (end_on_violation=False) the arms stay where they were
             closest, touched = self.scene.control_step(applied)
@@ -221,7 +253,7 @@ class TwoArmCellEnv(gym.Env):
         self.elapsed_steps += 1
         obs = self._observe()
         reached = goal_distance(obs["achieved_goal"], obs["desired_goal"]) < self.distance_threshold
-        success = bool(reached.all()) and self.violation is None
+        success = bool(reached.all()) and self.violation is None and self.safe_stop is None
         offset = self._proximity_offset()
         info = {
             "is_success": np.float32(success),
@@ -231,7 +263,10 @@ class TwoArmCellEnv(gym.Env):
             "delays": tuple(self.delays),
             "reward_offset": offset,
         }
-        terminated = self.violation is not None and self.end_on_violation
+        if self.shield is not None:
+            info[SHIELD_CUT_KEY] = cut
+            info[SAFE_STOP_KEY] = self.safe_stop
+        terminated = (self.violation is not None or self.safe_stop is not None) and self.end_on_violation
         truncated = self.elapsed_steps >= self.max_episode_steps and not terminated
         return obs, (-0.0 if success else -1.0) + offset, terminated, truncated, info
 
@@ -277,6 +312,8 @@ class TwoArmCellEnv(gym.Env):
             step_closest_m=self._step_closest,
             rng_state=self.np_random.bit_generator.state,
             observation=None if self._last_obs is None else {k: v.copy() for k, v in self._last_obs.items()},
+            shield=None if self.shield is None else self.shield.get_state(),
+            safe_stop=self.safe_stop,
         )
 
     def _restore(self, snapshot: CellSnapshot) -> dict[str, np.ndarray]:
@@ -289,10 +326,17 @@ class TwoArmCellEnv(gym.Env):
         self.delays = list(snapshot.delays)
         self.elapsed_steps = snapshot.elapsed_steps
         self.violation = snapshot.violation
+        self.safe_stop = snapshot.safe_stop
         self.closest_m = snapshot.closest_m
         self._step_closest = snapshot.step_closest_m
         self.np_random.bit_generator.state = snapshot.rng_state
-        if snapshot.observation is None:
-            return self._observe()
-        self._last_obs = {k: v.copy() for k, v in snapshot.observation.items()}
+        observation = self._observe() if snapshot.observation is None else snapshot.observation
+        self._last_obs = {k: v.copy() for k, v in observation.items()}
+        if self.shield is not None:
+            if snapshot.shield is None:
+                raise ValueError(
+                    "this cell runs behind its runtimes' filters (safety_spec) and the snapshot has no shield state: "
+                    "restore snapshots of a cell made with the same safety_spec"
+                )
+            self.shield.set_state(snapshot.shield, self._last_obs["achieved_goal"], self.delays)
         return {k: v.copy() for k, v in self._last_obs.items()}

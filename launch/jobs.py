@@ -86,8 +86,9 @@ ENV = Section(
             "path",
             None,
             nullable=True,
-            doc="object tasks: robot spec file whose safety filter each command passes (envs.safety_shield): "
-            "train for the cell the policy will run on",
+            doc="object tasks and TwoArmCell-v0: robot spec file whose safety filter (and in the two-arm cell the "
+            "separation barrier) each command passes (envs.safety_shield, envs.cell_shield): train for the cell the "
+            "policy will run on",
         ),
         "min_separation_m": Field(
             "float", None, low=0.02, high=0.5, nullable=True, doc="TwoArmCell-v0: closest allowed grippers, metres"
@@ -459,10 +460,11 @@ def _check_consistency(job: str, resolved: dict[str, Any]) -> None:
             f"'env.approach_coef' scores the gripper's approach to an object; {env['id']} has no object. Use it with "
             f"{', '.join(OBJECT_TASK_IDS)}, or remove it"
         )
-    if env is not None and env.get("safety_spec") is not None and env["id"] not in OBJECT_TASK_IDS:
+    if env is not None and env.get("safety_spec") is not None and env["id"] not in (*OBJECT_TASK_IDS, CELL_ENV_ID):
         raise LaunchError(
-            f"'env.safety_spec' puts a robot cell's safety filter into an object task; {env['id']} is not one "
-            f"({', '.join(OBJECT_TASK_IDS)}). A robot env takes its spec as 'env.calibration'"
+            f"'env.safety_spec' puts a robot cell's safety filter into an object task or the two-arm cell; "
+            f"{env['id']} is neither ({', '.join((*OBJECT_TASK_IDS, CELL_ENV_ID))}). A robot env takes its spec as "
+            f"'env.calibration'"
         )
     near_goal = env is not None and env.get("near_goal_share") is not None
     if near_goal and (env["id"] not in OBJECT_TASK_IDS or job != "train"):

@@ -49,8 +49,8 @@ def env_kwargs_as_data(env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any
     """
     from deploy.robot_spec import as_robot_spec
 
-    if env_kwargs.get("safety_spec") is not None:  # an object task's shield (envs.safety_shield)
-        return {**env_kwargs, "safety_spec": as_robot_spec(env_kwargs["safety_spec"])}
+    if env_kwargs.get("safety_spec") is not None:  # the shield of an object task or the cell (envs.*_shield)
+        env_kwargs = {**env_kwargs, "safety_spec": as_robot_spec(env_kwargs["safety_spec"])}
     if env_id not in ("DelayedFetchReach-v0", "DelayedFetchPushRobot-v0"):
         return dict(env_kwargs)
 

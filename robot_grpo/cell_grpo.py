@@ -29,6 +29,8 @@ from robot_grpo.policies import OBS_KEYS
 
 AGENT_NAMES_ATTR = "possible_agents"  # the env attribute that names the agents (PettingZoo's name for it)
 VIOLATION_INFO_KEY = "violation"  # info entry that is not None once the cell's separation was violated
+# ... and the entries of any failure no relabelled goal removes: a violation, an arm its runtime would have stopped
+VIOLATION_INFO_KEYS = (VIOLATION_INFO_KEY, "safe_stop")
 
 
 class CellGRPO(GRPO):
@@ -121,7 +123,7 @@ class CellGRPO(GRPO):
                 achieved = np.stack([info["terminal_observation"]["achieved_goal"] for info in infos])
             else:
                 achieved = new_obs["achieved_goal"]
-            violated = np.array([info.get(VIOLATION_INFO_KEY) is not None for info in infos])
+            violated = np.array([any(info.get(key) is not None for key in VIOLATION_INFO_KEYS) for info in infos])
             rollout_buffer.add_cell(rows, actions, rewards, achieved, violated, info_reward_offsets(infos))
             self._last_obs = new_obs
             self._last_episode_starts = dones

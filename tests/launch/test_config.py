@@ -71,7 +71,8 @@ def test_defaults_are_filled_in():
         ({"job": "cell", "arm_cpus": [0]}, "'arm_cpus' must have 2 items"),
         (
             {"job": "train", "env": {"safety_spec": "shipped:calibration/sim_fetch_push.yaml"}},
-            "'env.safety_spec' puts a robot cell's safety filter into an object task; DelayedFetchReach-v0",
+            "'env.safety_spec' puts a robot cell's safety filter into an object task or the two-arm cell; "
+            "DelayedFetchReach-v0",
         ),
         (
             {"job": "train", "env": {"id": "DelayedFetchPush-v0", "safety_spec": "shipped:calibration/nope.yaml"}},
@@ -163,3 +164,17 @@ def test_training_only_env_keys_stay_out_of_every_evaluation():
     section = {"id": "DelayedFetchPush-v0", "delay": 2, "approach_coef": 10.0, "near_goal_share": 0.5}
     assert env_kwargs_from(section, training=True) == {"delay": 2, "approach_coef": 10.0, "near_goal_share": 0.5}
     assert env_kwargs_from(section) == {"delay": 2, "approach_coef": 10.0}  # the task's own starts
+
+
+def test_the_cell_takes_a_safety_spec_and_its_envs_run_behind_the_runtimes_filters():
+    from deploy.export.rollouts import make_env
+    from launch.training import env_kwargs_as_data, env_kwargs_from
+
+    resolved = validate_launch(
+        {"job": "train", "env": {"id": "TwoArmCell-v0", "safety_spec": "shipped:calibration/sim_fetch.yaml"}}
+    )
+    kwargs = env_kwargs_as_data("TwoArmCell-v0", env_kwargs_from(resolved["env"]))
+    env = make_env("TwoArmCell-v0", kwargs)
+    env.reset(seed=0)
+    assert env.unwrapped.shield is not None
+    assert "shield_cut" in env.step(env.action_space.sample() * 0)[4]
