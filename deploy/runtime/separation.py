@@ -386,8 +386,7 @@ class SeparationBarrier:
         return True
 
     @property
-    def episodes_ended(self) -> int:
-        """Episodes this arm has ended (0 before it serves any)."""
+    def episodes_ended(self) -> int:  # this arm's (0 for a barrier that serves no episodes)
         return 0 if self._episodes is None else self._episodes.ended
 
     # The cut -------------------------------------------------------------------------------------------------
