@@ -18,6 +18,7 @@ import gymnasium as gym
 if TYPE_CHECKING:
     from deploy.robot_spec import RobotSpec
     from deploy.runtime.safety import SafetyLimits
+    from envs.checked_bound import CheckedBound
     from envs.snapshots import SnapshotWrapper
 
 DEFAULT_DELAY = 2  # control steps (80 ms at Fetch's 25 Hz), as DelayedFetchReach-v0
@@ -88,7 +89,7 @@ def make_delayed_fetch(
         env = ObjectApproachReward(env, approach_coef)  # its episode state is carried by the snapshots
     env = ActionDelay(env, delay=delay, delay_range=delay_range)
     if safety_spec is not None:
-        env = SafetyShield(env, shield_limits(safety_spec, env.delay))
+        env = SafetyShield(env, shield_limits(safety_spec, env.delay), shield_bound(safety_spec, env.delay))
     return with_snapshots(env)
 
 
@@ -105,6 +106,19 @@ def shield_limits(safety_spec: RobotSpec | str, history_len: int) -> SafetyLimit
         return SafetyLimits.from_spec(spec, fetch_push_contract(history_len))
     except ValueError as err:
         raise ValueError(f"safety_spec {spec.robot_id!r}: {err}") from err
+
+
+def shield_bound(safety_spec: RobotSpec | str, history_len: int) -> CheckedBound:
+    """The runtime's position bound of the robot spec ``safety_spec`` (or its file), reckoned from true positions
+    (``envs.checked_bound``), for the push contract with ``history_len`` commands in flight."""
+    from deploy.contract import fetch_push_contract
+    from deploy.robot_spec import RobotSpec, load_robot_spec
+    from deploy.shipped import resolve_path
+    from envs.checked_bound import CheckedBound
+
+    spec = safety_spec if isinstance(safety_spec, RobotSpec) else load_robot_spec(resolve_path(safety_spec))
+    contract = fetch_push_contract(history_len)
+    return CheckedBound(spec, max(abs(float(contract.action_low)), abs(float(contract.action_high))))
 
 
 def register_delayed_fetch_tasks() -> None:

@@ -102,3 +102,17 @@ def test_bad_wrapping_and_a_spec_of_other_conventions_are_refused():
     slow = push_spec(control_period_s=0.08)
     with pytest.raises(ValueError, match="safety_spec 'sim_fetch_push'.*period"):
         gym.make("DelayedFetchPush-v0", safety_spec=slow)
+
+
+def test_the_filter_plans_from_the_runtimes_bound_which_widens_toward_where_a_moving_arm_came_from():
+    env = gym.make("DelayedFetchPush-v0", safety_spec=PUSH_SPEC)
+    env.reset(seed=2)
+    bound = env.get_wrapper_attr("bound")  # the shield's CheckedBound
+    position = np.asarray(env.get_wrapper_attr("_position"))
+    np.testing.assert_allclose(bound.bounds, [position, position])  # at rest: the point
+    for _ in range(4):
+        obs, *_ = env.step(np.array([0.0, 1.0, 0.0, 0.0]))  # sweep along y
+    low, high = (np.asarray(b) for b in bound.bounds)
+    position = obs["observation"][GRIPPER]
+    assert np.all(low <= position) and np.all(position <= high)
+    assert low[1] < position[1] - 0.02  # a moving arm's bound reaches back centimetres, as the runtime's state check
