@@ -188,12 +188,12 @@ class CellShield:
         results: list[FilterResult] = []
         for arm, view in enumerate(self.views):
             view.observe(positions[arm])
-            sent = np.asarray(view.sent, dtype=np.float64).reshape(-1, self._size)
-            owed = in_flight_displacement_m(sent, self.limits.action_scale_m, self.limits.position_dims)
-            limits, previous = self.limits, self._previous[arm]
             if view.bound.fault:  # the runtime stopped this arm: it holds
                 results.append(FilterResult(np.zeros(self._size), (view.bound.fault,), False))
                 continue
+            sent = np.asarray(view.sent, dtype=np.float64).reshape(-1, self._size)
+            owed = in_flight_displacement_m(sent, self.limits.action_scale_m, self.limits.position_dims)
+            limits, previous = self.limits, self._previous[arm]
             result = filter_action(view.state, owed, proposed[arm], previous, 0.0, limits, view.bounds)
             results.append(self.barriers[arm].cut(result, view.bounds))
         self._deciding = False

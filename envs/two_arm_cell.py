@@ -56,6 +56,7 @@ from envs.cell_scene import CellScene
 from envs.cell_shield import CellShield, CellShieldState
 from envs.delayed_fetch_reach import MAX_GOAL_RANGE_M
 from envs.delayed_goal_env import check_delay_range, goal_distance
+from envs.safety_shield import SHIELD_CUT_KEY  # one owner; here per arm: whether its runtime changed its command
 from envs.snapshots import NEW_EPISODE_OPTION, SNAPSHOT_OPTION
 
 N_ARMS = 2
@@ -63,7 +64,6 @@ STATE_DIM = 10  # FetchReach's state values per arm
 ACTION_DIM = 4  # FetchReach's command: dx, dy, dz, gripper (ignored: blocked)
 PARTNER_DIM = 3
 VIOLATION_SEPARATION, VIOLATION_CONTACT = "separation", "contact"
-SHIELD_CUT_KEY = "shield_cut"  # info key: per arm, whether the runtimes' filters changed its command
 SAFE_STOP_KEY = "safe_stop"  # info key: the first arm its runtime would have stopped, and why (None: none)
 AGENTS = tuple(f"arm_{i}" for i in range(N_ARMS))  # agent names (PettingZoo's possible_agents; the learner reads them)
 
