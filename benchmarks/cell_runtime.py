@@ -295,6 +295,7 @@ def summarize(case: dict[str, Any], arms: list[dict[str, Any]], truth: dict[str,
         "separation_episode_pairs",
         "contact_episode_pairs",
         "violation_episode_pairs",
+        "contact_links",
     )
     return {
         **case,
@@ -350,6 +351,14 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
             f"({r['contacts_per_1000']:.0f}) | {t['closest_m']:.3f} | {r['team_success_runtime']:.0%} | {cuts} | "
             f"{stale} |"
         )
+    touched = [(r["name"], r["truth"].get("contact_links") or {}) for r in results["cases"]]
+    if any(links for _, links in touched):
+        lines += ["", "Contacts by the links that met (arm 0's / arm 1's; control steps):", ""]
+        lines += [
+            f"- {name}: " + ", ".join(f"{pair} {steps}" for pair, steps in links.items())
+            for name, links in touched
+            if links
+        ]
     lines += [
         "",
         "Tick latency (state in -> command out, microseconds; the barrier's cut is inside it) and the barrier's own "

@@ -120,6 +120,7 @@ class CellScene:
             arm: d.mocap_pos[i.mocap] - d.site_xpos[i.grip_site] for arm, i in self.indices.items()
         }
         self._scratch: mujoco.MjData | None = None  # for arms_touch_at: never the episode's own data
+        self.last_contact: tuple[str, str] | None = None  # the links of the last control step's first touch
         self._arm_geoms = np.flatnonzero(self.body_arm[self.model.geom_bodyid] >= 0)
 
     # Frames -------------------------------------------------------------------------------------------------
@@ -236,6 +237,19 @@ class CellScene:
         """Whether any geom of one arm touches a geom of the other in the current contact list."""
         return self._touching(self.data)
 
+    def contact_links(self) -> tuple[str, str] | None:
+        """The links (body names without the arm prefix, arm 0's first) of the first contact between the arms in the
+        current contact list; None when they do not touch. What a contact record names (which links met)."""
+        m, d = self.model, self.data
+        for k in range(d.ncon):
+            bodies = m.geom_bodyid[d.contact.geom[k]]
+            owners = self.body_arm[bodies]
+            if owners[0] >= 0 and owners[1] >= 0 and owners[0] != owners[1]:
+                names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, int(b)) for b in bodies]
+                by_arm = dict(zip((int(o) for o in owners), names, strict=True))
+                return by_arm[0].removeprefix(arm_prefix(0)), by_arm[1].removeprefix(arm_prefix(1))
+        return None
+
     def arms_touch_at(self, grips_world: np.ndarray) -> bool:
         """Whether the two arms, each settled from the start pose with its gripper at ``grips_world[arm]`` (world,
         metres), would touch or come within ``GOAL_POSE_CLEARANCE_M``: such a goal pair cannot be a team success
@@ -286,22 +300,31 @@ class CellScene:
         every arm at once; the substeps run one at a time so that the separation is checked at each (2 ms).
 
         :return: the smallest distance between the two grippers seen during the step (metres; inf with one arm)
-            and whether the arms touched at any substep.
+            and whether the arms touched at any substep (``last_contact`` names the links of the first touch).
         """
         m, d = self.model, self.data
         for arm, command in commands.items():
             idx = self.indices[arm]
             d.mocap_pos[idx.mocap] = d.xpos[idx.weld_body] + self.vector_to_arm(arm, command[:3]) * ACTION_SCALE_M
             d.mocap_quat[idx.mocap] = d.xquat[idx.weld_body] + idx.rot_target
-        closest, touched = self.gripper_distance(), self.arms_in_contact()
+        self.last_contact = None
+        closest, touched = self.gripper_distance(), self._touch_noted()
         for _ in range(N_SUBSTEPS):
             mujoco.mj_step(m, d)
             closest = min(closest, self.gripper_distance())
-            touched = touched or self.arms_in_contact()
+            touched = touched or self._touch_noted()
         for idx in self.indices.values():
             d.qpos[idx.finger_qpos] = 0.0
         mujoco.mj_forward(m, d)
-        return min(closest, self.gripper_distance()), touched or self.arms_in_contact()
+        return min(closest, self.gripper_distance()), touched or self._touch_noted()
+
+    def _touch_noted(self) -> bool:
+        """``arms_in_contact``, noting the links of the step's first touch in ``last_contact``."""
+        if not self.arms_in_contact():
+            return False
+        if self.last_contact is None:
+            self.last_contact = self.contact_links()
+        return True
 
     def gripper_distance(self) -> float:
         """Centre-to-centre distance of the two grippers (metres; inf when the scene has one arm)."""

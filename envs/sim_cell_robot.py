@@ -29,7 +29,7 @@ import math
 import select
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,18 +103,37 @@ class SeparationRecord:
     violation_steps: int = 0  # steps with either
     closest_m: float = math.inf
     violations: list[dict[str, Any]] = field(default_factory=list)  # step, closest_m, contact, episode of each arm
+    contact_links: Counter[str] = field(default_factory=Counter)  # steps with a touch, by the links that met
 
-    def add(self, step: int, closest_m: float, touched: bool, episodes: tuple[int, ...]) -> None:
+    def add(
+        self,
+        step: int,
+        closest_m: float,
+        touched: bool,
+        episodes: tuple[int, ...],
+        links: tuple[str, str] | None = None,
+    ) -> None:
+        """One control step: its closest centre distance (metres), whether the arms touched, each arm's episode,
+        and the links of the first touch (arm 0's, arm 1's; ``CellScene.last_contact``)."""
         self.steps += 1
         self.closest_m = min(self.closest_m, closest_m)
         too_close = closest_m < self.min_separation_m
         self.separation_steps += too_close
         self.contact_steps += touched
+        named = " / ".join(links) if touched and links else ""
+        if touched:
+            self.contact_links[named or "unknown"] += 1
         if touched or too_close:
             self.violation_steps += 1
             if len(self.violations) < VIOLATIONS_KEPT:
                 self.violations.append(
-                    {"step": step, "closest_m": closest_m, "contact": touched, "episodes": list(episodes)}
+                    {
+                        "step": step,
+                        "closest_m": closest_m,
+                        "contact": touched,
+                        "links": named,
+                        "episodes": list(episodes),
+                    }
                 )
 
     def summary(self) -> dict[str, Any]:
@@ -130,6 +149,7 @@ class SeparationRecord:
             "contact_episode_pairs": len(contact),
             "violation_episode_pairs": len(separation | contact),
             "closest_m": self.closest_m,
+            "contact_links": dict(self.contact_links.most_common()),
         }
 
 
@@ -246,7 +266,7 @@ class SimCellRobot:
         applied = {arm.arm: arm.applied(action) for arm, (action, _, _) in zip(self.arms, inputs, strict=True)}
         closest, touched = self.scene.control_step(applied)
         episodes = tuple(robot.counts["homes"] for robot in self.robots)
-        self.separation.add(self.steps, closest, touched, episodes)
+        self.separation.add(self.steps, closest, touched, episodes, self.scene.last_contact)
         self.distance_trace.append(closest)
         self.step_times.append(time.monotonic())
         self.steps += 1

@@ -9,7 +9,7 @@ from test_sim_robot import Client
 
 from deploy.wire import CommandMsg, HomeMsg, StateFlags, StateMsg
 from envs.cell_scene import CellScene
-from envs.sim_cell_robot import SimCellRobot, cell_goals
+from envs.sim_cell_robot import SeparationRecord, SimCellRobot, cell_goals
 
 TOWARD_PARTNER = np.array([1.0, 0.0, 0.0, 0.0])  # each arm's +x points at the other arm (its own frame)
 
@@ -69,6 +69,26 @@ def test_arms_driven_into_each_other_are_recorded(cell) -> None:
     summary = robot.separation.summary()
     assert summary["violation_steps"] > 0 and summary["closest_m"] < 0.1
     assert robot.separation.violations[0]["episodes"] == [0, 0]
+
+
+def test_a_touch_names_the_links_that_met() -> None:
+    scene = CellScene()
+    record = SeparationRecord(0.1)
+    touched = False
+    for step in range(40):  # head-on, both arms at full speed: they meet within a few steps
+        closest, touched = scene.control_step({0: TOWARD_PARTNER[:3], 1: TOWARD_PARTNER[:3]})
+        record.add(step, closest, touched, (0, 0), scene.last_contact)
+        if touched:
+            break
+    assert touched, "the arms never met"
+    arm_0_link, arm_1_link = scene.last_contact
+    names = {scene.model.body(i).name for i in range(scene.model.nbody)}
+    assert "arm_0/" + arm_0_link in names and "arm_1/" + arm_1_link in names  # each arm's own link, no prefix
+    assert record.summary()["contact_links"] == {f"{arm_0_link} / {arm_1_link}": 1}
+    assert record.violations[-1]["links"] == f"{arm_0_link} / {arm_1_link}"
+    scene.reset_arm(1)
+    scene.control_step({0: np.zeros(3), 1: np.zeros(3)})
+    assert scene.last_contact is None  # a step without a touch names none
 
 
 def test_cell_goals_are_each_arms_own() -> None:
