@@ -33,6 +33,9 @@ This is the one implementation; ``envs.two_arm_cell_parallel`` gives it PettingZ
   An arm its runtime would safe-stop (it does not follow its commands: pressed against the edge of its reach) holds
   from then on and the episode fails like a violation (``info["safe_stop"]``: "arm_<i>: <reason>"; never relabelled
   away), without counting as one.
+- Goals: drawn per episode (``envs.cell_goals``: pairs far enough apart whose arms would not touch on them), or
+  given: ``reset(options={"goals": g})`` poses the pair ``g`` [2, 3] (each in its arm's frame, metres) unchecked
+  against the draw's filters (a search for contacts poses the pairs the draw refuses).
 - Snapshot: ``snapshot()`` / ``reset(options={"snapshot": s})`` capture and restore physics, both goals, both
   delay lines and delays, the step count, the violation, the RNG, the last observation and the shield's state:
   bit-exact replay.
@@ -65,7 +68,19 @@ ACTION_DIM = 4  # FetchReach's command: dx, dy, dz, gripper (ignored: blocked)
 PARTNER_DIM = 3
 VIOLATION_SEPARATION, VIOLATION_CONTACT = "separation", "contact"
 SAFE_STOP_KEY = "safe_stop"  # info key: the first arm its runtime would have stopped, and why (None: none)
+GOALS_OPTION = "goals"  # reset option: this goal pair [2, 3] (each in its arm's frame, metres) instead of a draw
 AGENTS = tuple(f"arm_{i}" for i in range(N_ARMS))  # agent names (PettingZoo's possible_agents; the learner reads them)
+
+
+def _given_goals(goals: Any) -> np.ndarray:
+    """A goal pair passed as ``reset(options={"goals": ...})``, checked: [2, 3], finite (metres, arm frames)."""
+    array = np.array(goals, dtype=np.float64)
+    if array.shape != (N_ARMS, 3) or not np.all(np.isfinite(array)):
+        raise ValueError(
+            f"options['goals'] must be {N_ARMS} finite 3-D goals (one row per arm, each in its own frame, metres), "
+            f"got {goals!r}"
+        )
+    return array
 
 
 @dataclass
@@ -216,7 +231,8 @@ class TwoArmCellEnv(gym.Env):
         for history in self.histories:
             history.clear()
         self.delays = [int(self.np_random.integers(lo, hi + 1)) if lo < hi else hi for _ in range(N_ARMS)]
-        self.goals = self._sample_goals()
+        given = (options or {}).get(GOALS_OPTION)
+        self.goals = self._sample_goals() if given is None else _given_goals(given)
         self.elapsed_steps = 0
         self.violation = self.safe_stop = None
         self.closest_m = self._step_closest = self.scene.gripper_distance()

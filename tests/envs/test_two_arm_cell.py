@@ -255,3 +255,16 @@ def test_gymnasium_env_checker_passes(env_id: str) -> None:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*infinity.*")  # goal-env positions are unbounded, as Fetch's
         check_env(gym.make(env_id).unwrapped, skip_render_check=True)
+
+
+def test_a_given_goal_pair_is_posed_and_a_bad_one_refused() -> None:
+    env = TwoArmCellEnv(delay=1)
+    drawn, _ = env.reset(seed=3)
+    given = np.array([[1.45, 0.70, 0.50], [1.40, 0.80, 0.55]])
+    obs, _ = env.reset(seed=3, options={"goals": given})
+    assert obs["desired_goal"] == pytest.approx(given)  # each arm's goal in its own frame, as given
+    assert obs["achieved_goal"] == pytest.approx(drawn["achieved_goal"])  # the same start
+    assert env.goals_world()[1] == pytest.approx(env.scene.to_arm(1, given[1]))
+    for bad in (given[0], [[1.4, 0.7, np.nan], [1.4, 0.8, 0.5]]):
+        with pytest.raises(ValueError, match="options\\['goals'\\] must be 2 finite 3-D goals"):
+            env.reset(options={"goals": bad})
