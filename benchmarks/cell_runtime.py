@@ -8,17 +8,19 @@ side. Each arm serves the same ``--episodes`` goal pairs (``envs.sim_cell_robot.
 goals in a good share), ``--steps`` commands each, homing between them on its own (``--start-together``: once its
 partner has ended as many episodes, as ``robot-grpo cell`` runs them).
 
-Cases: the main policy supervised (``goal_seeker``: straight at its goal, blind to the partner, the scripted stand-in
-for a trained cell policy, see below; ``--episodes``); the ``adversary`` (full speed at the partner's reported
-position) supervised; both with the supervisor off (the ablation: no supervisor process, no barrier cut, each arm
-alone as a single-arm runtime would be); and the main policy with the supervisor SIGKILLed ``KILL_AFTER_STEPS`` into
-both arms' first episode and restarted ``OUTAGE_STEPS`` later (the cell then serves in this process, so what each
-arm was commanded and how far it truly moved while its partner was stale can be judged). The truth is the physics':
-a control step whose gripper centres came closer than ``min_separation_m`` at any of its 2 ms substeps is a
-separation violation, one in which any links of the two arms touched a contact (counted apart: the barrier plans
-for the gripper centres); each is attributed to the episode pair under way (each arm's HOMEs so far). Per runtime:
-its tick latency (state in -> command out, which includes the barrier's cut), overruns, the barrier's own cost per
-call (the cut of a RUN command, and the report sent after every command), interventions by reason.
+Cases: the main policy supervised (``goal_seeker``: straight at its goal, blind to the partner, the scripted
+stand-in for a trained cell policy, see below; ``--episodes``); the ``adversary`` (full speed at the partner's
+reported position) supervised; both with the supervisor off (the ablation: no supervisor process, no barrier cut,
+each arm alone as a single-arm runtime would be); the ``wrist_hunter`` (full speed at a point behind and above the
+partner's reported gripper, where its wrist and forearm are, ``deploy.cell.scripted``) supervised; and the main
+policy with the supervisor SIGKILLed ``KILL_AFTER_STEPS`` into both arms' first episode and restarted
+``OUTAGE_STEPS`` later (the cell then serves in this process, so what each arm was commanded and how far it truly
+moved while its partner was stale can be judged). The truth is the physics': a control step whose gripper centres
+came closer than ``min_separation_m`` at any of its 2 ms substeps is a separation violation, one in which any links
+of the two arms touched a contact (counted apart: the barrier plans for the gripper centres); each is attributed to
+the episode pair under way (each arm's HOMEs so far). Per runtime: its tick latency (state in -> command out, which
+includes the barrier's cut), overruns, the barrier's own cost per call (the cut of a RUN command, and the report
+sent after every command), interventions by reason.
 
 Policy: the main case runs the scripted goal seeker by default (no trained cell package ships with the project);
 ``--packages A,B`` runs two exported arm packages (``deploy.export.cell_arm``; a trained cell policy's int8 misses its
@@ -63,7 +65,7 @@ KILL_AFTER_STEPS = 20  # the kill case: control steps into both arms' first epis
 OUTAGE_STEPS = 25  # the kill case: control steps (1 s at 25 Hz) before the supervisor is restarted
 STARTUP_TIMEOUT_S = 30.0  # a runtime's wait for its first state: fresh interpreters on a loaded 2-core machine
 RT_PRIORITY = 50  # --realtime: SCHED_FIFO of the runtimes (arm i pinned to CPU i) and the supervisor (the cell: 49)
-CASE_KEYS = ("main", "main-off", "adversary", "adversary-off", "kill")  # what --cases selects
+CASE_KEYS = ("main", "main-off", "adversary", "adversary-off", "wrist-hunter", "kill")  # what --cases selects
 
 
 class TimedBarrier(SeparationBarrier):
@@ -296,6 +298,7 @@ def summarize(case: dict[str, Any], arms: list[dict[str, Any]], truth: dict[str,
         "contact_episode_pairs",
         "violation_episode_pairs",
         "contact_links",
+        "contacts_after_home",
     )
     return {
         **case,
@@ -351,14 +354,20 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
             f"({r['contacts_per_1000']:.0f}) | {t['closest_m']:.3f} | {r['team_success_runtime']:.0%} | {cuts} | "
             f"{stale} |"
         )
-    touched = [(r["name"], r["truth"].get("contact_links") or {}) for r in results["cases"]]
-    if any(links for _, links in touched):
-        lines += ["", "Contacts by the links that met (arm 0's / arm 1's; control steps):", ""]
+    touched = [r for r in results["cases"] if r["truth"].get("contact_links")]
+    if touched:
+        from envs.sim_cell_robot import JUST_HOMED_STEPS  # here: the arms' processes import this module too
+
         lines += [
-            f"- {name}: " + ", ".join(f"{pair} {steps}" for pair, steps in links.items())
-            for name, links in touched
-            if links
+            "",
+            "Contacts by the links that met (arm 0's / arm 1's; control steps), and how many came within "
+            f"{JUST_HOMED_STEPS} steps of an arm's HOME (the simulated cell puts a homed arm back at once):",
+            "",
         ]
+        for r in touched:
+            links = ", ".join(f"{pair.replace('robot0:', '')} {n}" for pair, n in r["truth"]["contact_links"].items())
+            after = r["truth"].get("contacts_after_home")
+            lines.append(f"- {r['name']}: {links}" + ("" if after is None else f"; {after} right after a HOME"))
     lines += [
         "",
         "Tick latency (state in -> command out, microseconds; the barrier's cut is inside it) and the barrier's own "
@@ -403,7 +412,12 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=1000, help="episode pairs of the main policy, supervised")
-    parser.add_argument("--adversary-episodes", type=int, default=200, help="episode pairs of the supervised adversary")
+    parser.add_argument(
+        "--adversary-episodes",
+        type=int,
+        default=200,
+        help="episode pairs of each supervised adversary (at the partner's gripper; at its wrist)",
+    )
     parser.add_argument("--ablation-episodes", type=int, default=200, help="episode pairs of each supervisor-off case")
     parser.add_argument("--kill-episodes", type=int, default=4, help="episode pairs of the supervisor-killed case")
     parser.add_argument("--steps", type=int, default=50, help="commands per episode")
@@ -459,6 +473,13 @@ def main() -> int:
             "policy": "adversary",
             **off,
             "episodes": args.ablation_episodes,
+        },
+        {
+            "key": "wrist-hunter",
+            "name": "wrist hunter, supervised",
+            "policy": "wrist_hunter",
+            **on,
+            "episodes": args.adversary_episodes,
         },
         {
             "key": "kill",

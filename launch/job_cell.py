@@ -6,9 +6,9 @@ process per arm (``deploy.cell.arm_process``: the single-arm controller with its
 package, its own link). Each arm serves its goal of the same cell episodes (``cell_goals``: the goal pairs
 ``TwoArmCell-v0`` draws from seeds ``seed, seed + 1, ...``). The policies: ``packages``, the folder ``robot-grpo
 export`` writes for a cell checkpoint (``arm_0/``, ``arm_1/``; each checked to be its arm's), or a scripted
-``policy`` (``goal_seeker``, ``adversary``). Writes ``runs/<name>/cell_report.json`` and ``report.md``: team
-success, each arm's episodes, the separation as the physics saw it (centre distance and contacts at every 2 ms
-substep), the barrier's interventions and each runtime's tick latency.
+``policy`` (``goal_seeker``, ``adversary``, ``wrist_hunter``). Writes ``runs/<name>/cell_report.json`` and
+``report.md``: team success, each arm's episodes, the separation as the physics saw it (centre distance and contacts
+at every 2 ms substep), the barrier's interventions and each runtime's tick latency.
 """
 
 from __future__ import annotations

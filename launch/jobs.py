@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from deploy.cell.scripted import SCRIPTED
 from deploy.cell.supervisor import DEFAULT_PORT as SUPERVISOR_PORT
 from deploy.cell.supervisor import DEFAULT_STALE_S
 from deploy.contract import MAX_DELAY_STEPS
@@ -300,8 +301,8 @@ SCHEMAS: dict[str, Section] = {
             "policy": Field(
                 "str",
                 "goal_seeker",
-                choices=("goal_seeker", "adversary"),
-                doc="without packages: a scripted cell policy (straight at its goal / at the partner)",
+                choices=SCRIPTED,
+                doc="without packages: a scripted cell policy (straight at its goal / at the partner / at its wrist)",
             ),
             "backend": Field("str", "ort-cpu", choices=BACKEND_NAMES),
             "variant": Field("str", "fp32", choices=VARIANTS),

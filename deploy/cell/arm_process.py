@@ -19,11 +19,11 @@ import numpy as np
 
 from deploy.cell.lingering_goals import LingeringGoals
 from deploy.cell.policy_input import cell_arm_contract, is_cell_arm, robot_contract
+from deploy.cell.scripted import SCRIPTED, scripted_policy
 from deploy.contract import ObservationContract
 from deploy.runtime.loop_config import LoopConfig
 from deploy.runtime.separation import SeparationBarrier, SeparationConfig
 
-SCRIPTED = ("goal_seeker", "adversary")  # deploy.cell.scripted: for the simulated cell, not for a robot
 # park episodes an arm serves at most while its partner finishes (a partner that lost this many episodes' time to
 # stops is not coming back in a useful time; an arm that then ends leaves it holding, which is safe)
 MAX_PARK_EPISODES = 200
@@ -91,10 +91,7 @@ def check_arm_package(package: Any, arm: int) -> None:
 def arm_policy(job: ArmJob, robot: ObservationContract) -> tuple[Callable[[np.ndarray], Any], ObservationContract]:
     """The policy on the cell arm's flat layout and the robot contract the arm's link speaks."""
     if job.policy in SCRIPTED:
-        from deploy.cell.scripted import Adversary, GoalSeeker
-
-        scripted = GoalSeeker if job.policy == "goal_seeker" else Adversary
-        return scripted(cell_arm_contract(robot)), robot
+        return scripted_policy(job.policy, cell_arm_contract(robot), job.arm), robot
     from deploy.runtime.package import load_package
 
     package = load_package(Path(job.policy))

@@ -1,4 +1,4 @@
-"""Scripted cell policies for the tests and the benchmark (not for a robot): a goal seeker and an adversary.
+"""Scripted cell policies for the tests and the benchmark (not for a robot): a goal seeker and two adversaries.
 
 numpy only. Both take the cell arm's flat observation (``deploy.cell.policy_input``: robot state, partner position,
 history, achieved goal, desired goal; float32 [B, D]) and return [B, action_dim] commands in [-1, 1]:
@@ -7,6 +7,11 @@ history, achieved goal, desired goal; float32 [B, D]) and return [B, action_dim]
   ignores the partner (crossing goals make the arms' paths cross);
 - :class:`Adversary` drives straight at the partner's reported position at full speed: with two of them the arms
   meet head-on unless something keeps them apart.
+- :class:`WristHunter` drives at full speed at a point fixed relative to the partner's reported gripper, behind and
+  above it where the partner's wrist and forearm are: what the separation barrier, which keeps only the grippers
+  apart, does not see (``docs/benchmarks/cell-study.md``). Each arm has its own point: a pair near one that
+  ``benchmarks/cell_contacts.py``'s search found; behind both runtimes in simulation it touches in every episode (it
+  ignores its goal, so its episodes are alike; 11 of 16 pairs within 3 cm of it do too, the rest never).
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from deploy.cell.policy_input import PARTNER_FIELD
 from deploy.contract import ObservationContract
 
 GOAL_SEEKER_GAIN = 0.6  # share of the remaining distance commanded per step (below 1: the delay line overshoots)
+# Each arm's target about the partner's reported gripper (metres, the hunter's frame: +x toward the partner's base)
+WRIST_HUNT_OFFSETS_M = ((0.05, 0.07, 0.32), (0.23, 0.04, 0.23))
 
 
 def _spans(contract: ObservationContract) -> tuple[slice, slice, slice]:
@@ -58,3 +65,36 @@ class Adversary:
         out = np.zeros((obs.shape[0], self._dim), dtype=np.float32)
         out[:, :3] = toward / norm
         return out
+
+
+class WristHunter:
+    """Full speed at the partner's wrist (module docstring). :param contract: the cell arm's contract.
+    :param arm: which arm this is (each hunts its own point)."""
+
+    name = "wrist_hunter"
+
+    def __init__(self, contract: ObservationContract, arm: int) -> None:
+        self._own, self._partner, _ = _spans(contract)
+        self._dim = contract.action_dim
+        self._offset = np.asarray(WRIST_HUNT_OFFSETS_M[arm], dtype=np.float32)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        toward = obs[:, self._partner] + self._offset - obs[:, self._own]
+        norm = np.maximum(np.abs(toward).max(axis=1, keepdims=True), 1e-9)
+        out = np.zeros((obs.shape[0], self._dim), dtype=np.float32)
+        out[:, :3] = toward / norm
+        return out
+
+
+def scripted_policy(name: str, contract: ObservationContract, arm: int):
+    """The scripted policy ``name`` (one of ``SCRIPTED``) for arm ``arm`` on the cell arm's ``contract``."""
+    if name == GoalSeeker.name:
+        return GoalSeeker(contract)
+    if name == Adversary.name:
+        return Adversary(contract)
+    if name == WristHunter.name:
+        return WristHunter(contract, arm)
+    raise ValueError(f"no scripted cell policy {name!r}; choose one of {', '.join(SCRIPTED)}")
+
+
+SCRIPTED = (GoalSeeker.name, Adversary.name, WristHunter.name)  # the names the cell's launch file and benchmark take

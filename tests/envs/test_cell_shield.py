@@ -8,6 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from deploy.cell.scripted import WRIST_HUNT_OFFSETS_M
 from deploy.robot_spec import load_robot_spec
 from deploy.shipped import resolve_path
 from envs.two_arm_cell import ACTION_DIM, SAFE_STOP_KEY, SHIELD_CUT_KEY, STATE_DIM, TwoArmCellEnv
@@ -42,6 +43,29 @@ def test_arms_driven_at_each_other_stay_apart_behind_the_shield_and_collide_with
     violation, closest, cuts = run_adversary(SPEC, seed)
     assert violation is None and closest >= 0.10, (violation, closest)
     assert cuts > STEPS  # both arms were cut, most steps
+
+
+def test_behind_the_shield_a_wrist_hunter_still_meets_the_partners_links() -> None:
+    # The known gap (docs/benchmarks/cell-study.md): the runtimes' barrier keeps the gripper centres apart, not the
+    # links behind them. Once the barrier plans with the arms' posture, this test must turn into: no contact either.
+    offsets = np.array(WRIST_HUNT_OFFSETS_M)  # each arm's point about the partner's reported gripper
+    env = TwoArmCellEnv(safety_spec=SPEC, end_on_violation=True)
+    touched = []
+    for seed in range(3):
+        obs, _ = env.reset(seed=7000 + seed)
+        for _ in range(STEPS):
+            rows = obs["observation"]
+            toward = rows[:, -3:] + offsets - rows[:, :3]
+            action = np.zeros((2, ACTION_DIM))
+            action[:, :3] = toward / np.maximum(np.abs(toward).max(axis=1, keepdims=True), 1e-9)
+            obs, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        assert info["closest_m"] >= 0.10  # the centres stayed apart...
+        touched.append(
+            info["violation"] == "contact" and any("gripper_link" in link for link in env.scene.last_contact)
+        )
+    assert sum(touched) >= 2, touched  # ...and a gripper met the partner's wrist or forearm
 
 
 def test_the_delay_lines_and_the_history_carry_the_commands_sent() -> None:

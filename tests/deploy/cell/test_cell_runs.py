@@ -19,7 +19,7 @@ import pytest
 from deploy.cell.arm_runtime import cell_arm_runtime
 from deploy.cell.lingering_goals import LingeringGoals
 from deploy.cell.policy_input import cell_arm_contract
-from deploy.cell.scripted import Adversary, GoalSeeker
+from deploy.cell.scripted import GoalSeeker, scripted_policy
 from deploy.cell.supervisor import CellSupervisor
 from deploy.contract import fetch_reach_contract
 from deploy.robot_spec import load_robot_spec
@@ -37,14 +37,15 @@ RUN_TIMEOUT_S = 120.0  # a run that has not ended by then is a hang (never reach
 
 def run_cell(
     cell: SimCellRobot,
-    policy: Callable[[Any], Any],
+    policy: str,
     supervisor: tuple[str, int],
     episodes: int,
     steps: int,
     enforce: bool = True,
     during: Callable[[], None] | None = None,
 ) -> list:
-    """Run both arms' runtimes (threads) to the end of their goals; ``during`` runs meanwhile on this thread."""
+    """Run both arms' runtimes (threads), each with the scripted ``policy`` (a name of ``deploy.cell.scripted``), to the
+    end of their goals; ``during`` runs meanwhile on this thread."""
     spec = load_robot_spec()
     contract = fetch_reach_contract(spec.delay_range[1])
     goals = cell_goals(5000, episodes)
@@ -57,7 +58,7 @@ def run_cell(
             cell_arm_runtime(
                 cell.port_names[arm],
                 contract,
-                policy(cell_arm_contract(contract)),
+                scripted_policy(policy, cell_arm_contract(contract), arm),
                 spec,
                 GoalSource(goals[:, arm]),
                 separation,
@@ -88,7 +89,7 @@ def cell_and_supervisor():
 
 def test_adversaries_are_kept_apart_by_the_barrier(cell_and_supervisor) -> None:
     cell, supervisor = cell_and_supervisor
-    results = run_cell(cell, Adversary, supervisor.address, episodes=2, steps=40)
+    results = run_cell(cell, "adversary", supervisor.address, episodes=2, steps=40)
     truth = cell.separation.summary()
     assert truth["violation_steps"] == 0 and truth["contact_steps"] == 0
     assert truth["closest_m"] < 0.25  # they did drive at each other (start 0.3 m apart)
@@ -100,7 +101,7 @@ def test_adversaries_are_kept_apart_by_the_barrier(cell_and_supervisor) -> None:
 
 def test_without_the_barrier_adversaries_collide(cell_and_supervisor) -> None:
     cell, supervisor = cell_and_supervisor
-    results = run_cell(cell, Adversary, supervisor.address, episodes=1, steps=40, enforce=False)
+    results = run_cell(cell, "adversary", supervisor.address, episodes=1, steps=40, enforce=False)
     assert cell.separation.summary()["violation_steps"] > 0
     for report, _ in results:
         assert SEPARATION_BARRIER not in report.interventions and SEPARATION_INSIDE not in report.interventions
@@ -139,7 +140,7 @@ def test_a_killed_supervisor_holds_both_arms_until_it_is_back() -> None:
         process = _supervisor_process(port)
 
     try:
-        results = run_cell(cell, GoalSeeker, ("127.0.0.1", port), episodes=3, steps=45, during=kill_and_restart)
+        results = run_cell(cell, "goal_seeker", ("127.0.0.1", port), episodes=3, steps=45, during=kill_and_restart)
     finally:
         process.kill()
         process.wait()
