@@ -46,6 +46,7 @@ from envs.sim_robot import TRACE_LEN, SimRobot
 from envs.two_arm_cell import TwoArmCellEnv
 
 VIOLATIONS_KEPT = 10_000  # violation records kept for the report
+JUST_HOMED_STEPS = 2  # a touch this many control steps after an arm's HOME or fewer is counted as the HOME's
 
 
 class CellArm:
@@ -104,6 +105,7 @@ class SeparationRecord:
     closest_m: float = math.inf
     violations: list[dict[str, Any]] = field(default_factory=list)  # step, closest_m, contact, episode of each arm
     contact_links: Counter[str] = field(default_factory=Counter)  # steps with a touch, by the links that met
+    contacts_after_home: int = 0  # steps with a touch within JUST_HOMED_STEPS of either arm's HOME
 
     def add(
         self,
@@ -112,9 +114,11 @@ class SeparationRecord:
         touched: bool,
         episodes: tuple[int, ...],
         links: tuple[str, str] | None = None,
+        since_home: tuple[int, ...] = (),
     ) -> None:
         """One control step: its closest centre distance (metres), whether the arms touched, each arm's episode,
-        and the links of the first touch (arm 0's, arm 1's; ``CellScene.last_contact``)."""
+        the links of the first touch (arm 0's, arm 1's; ``CellScene.last_contact``) and each arm's control steps
+        since its latest HOME (a HOME puts an arm back at once: a touch right after one is the HOME's)."""
         self.steps += 1
         self.closest_m = min(self.closest_m, closest_m)
         too_close = closest_m < self.min_separation_m
@@ -123,6 +127,7 @@ class SeparationRecord:
         named = " / ".join(links) if touched and links else ""
         if touched:
             self.contact_links[named or "unknown"] += 1
+            self.contacts_after_home += bool(since_home) and min(since_home) <= JUST_HOMED_STEPS
         if touched or too_close:
             self.violation_steps += 1
             if len(self.violations) < VIOLATIONS_KEPT:
@@ -133,6 +138,7 @@ class SeparationRecord:
                         "contact": touched,
                         "links": named,
                         "episodes": list(episodes),
+                        "steps_since_home": list(since_home),
                     }
                 )
 
@@ -150,6 +156,7 @@ class SeparationRecord:
             "violation_episode_pairs": len(separation | contact),
             "closest_m": self.closest_m,
             "contact_links": dict(self.contact_links.most_common()),
+            "contacts_after_home": self.contacts_after_home,
         }
 
 
@@ -182,6 +189,8 @@ class SimCellRobot:
         self.step_times: deque[float] = deque(maxlen=TRACE_LEN)  # time.monotonic() of each control step
         self.counts: dict[str, Any] = {"overruns": 0}
         self.steps = 0
+        self._homes_seen = [0] * len(self.arms)  # each arm's HOMEs so far, and the step of its latest
+        self._home_step = [0] * len(self.arms)
         self.link_error: LinkError | None = None
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
@@ -266,7 +275,11 @@ class SimCellRobot:
         applied = {arm.arm: arm.applied(action) for arm, (action, _, _) in zip(self.arms, inputs, strict=True)}
         closest, touched = self.scene.control_step(applied)
         episodes = tuple(robot.counts["homes"] for robot in self.robots)
-        self.separation.add(self.steps, closest, touched, episodes, self.scene.last_contact)
+        for arm, homes in enumerate(episodes):
+            if homes != self._homes_seen[arm]:
+                self._homes_seen[arm], self._home_step[arm] = homes, self.steps
+        since_home = tuple(self.steps - step for step in self._home_step)
+        self.separation.add(self.steps, closest, touched, episodes, self.scene.last_contact, since_home)
         self.distance_trace.append(closest)
         self.step_times.append(time.monotonic())
         self.steps += 1

@@ -69,6 +69,7 @@ def test_arms_driven_into_each_other_are_recorded(cell) -> None:
     summary = robot.separation.summary()
     assert summary["violation_steps"] > 0 and summary["closest_m"] < 0.1
     assert robot.separation.violations[0]["episodes"] == [0, 0]
+    assert all(steps >= 0 for steps in robot.separation.violations[0]["steps_since_home"])  # nobody homed: the start
 
 
 def test_a_touch_names_the_links_that_met() -> None:
@@ -77,7 +78,7 @@ def test_a_touch_names_the_links_that_met() -> None:
     touched = False
     for step in range(40):  # head-on, both arms at full speed: they meet within a few steps
         closest, touched = scene.control_step({0: TOWARD_PARTNER[:3], 1: TOWARD_PARTNER[:3]})
-        record.add(step, closest, touched, (0, 0), scene.last_contact)
+        record.add(step, closest, touched, (0, 0), scene.last_contact, (step + 1, 0))
         if touched:
             break
     assert touched, "the arms never met"
@@ -86,6 +87,8 @@ def test_a_touch_names_the_links_that_met() -> None:
     assert "arm_0/" + arm_0_link in names and "arm_1/" + arm_1_link in names  # each arm's own link, no prefix
     assert record.summary()["contact_links"] == {f"{arm_0_link} / {arm_1_link}": 1}
     assert record.violations[-1]["links"] == f"{arm_0_link} / {arm_1_link}"
+    assert record.violations[-1]["steps_since_home"] == [step + 1, 0]
+    assert record.summary()["contacts_after_home"] == 1  # arm 1 "homed" 0 steps before: counted as the HOME's
     scene.reset_arm(1)
     scene.control_step({0: np.zeros(3), 1: np.zeros(3)})
     assert scene.last_contact is None  # a step without a touch names none
