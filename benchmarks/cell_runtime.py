@@ -56,7 +56,7 @@ from deploy.runtime.separation import SeparationBarrier  # noqa: E402  (robot si
 
 RESULTS = ROOT / "benchmarks" / "results"
 GOAL_SEED = 7000
-SUPERVISOR_PORT = 47311
+SUPERVISOR_PORT = 29311  # below the ephemeral port range, as the supervisor's default (deploy.cell.supervisor)
 MIN_SEPARATION_M = 0.10
 STALE_S = 0.12
 TARGET_TICK_P99_S = 1e-3
@@ -523,15 +523,16 @@ def main() -> int:
         "command": " ".join(["benchmarks/cell_runtime.py", *sys.argv[1:]]),
         "cases": [],
     }
+    RESULTS.mkdir(parents=True, exist_ok=True)
     for case in cases:
         print(f"case {case['name']}: {case['episodes']} episode pairs", flush=True)
         results["cases"].append(run_case(case))
         r = results["cases"][-1]
         print(f"  {r['truth']}; team success {r['team_success_runtime']:.0%}; {r['wall_s']:.0f} s", flush=True)
-    results["load_end"] = os.getloadavg()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(results, indent=1, default=float))
-    write_markdown(results, RESULTS / f"{args.out}.md")
+        results["load_end"] = os.getloadavg()
+        # after every case: an hour of cases is not lost to a failure in the next one
+        (RESULTS / f"{args.out}.json").write_text(json.dumps(results, indent=1, default=float))
+        write_markdown(results, RESULTS / f"{args.out}.md")
     print(f"wrote {RESULTS / args.out}.json and .md")
     return 0
 

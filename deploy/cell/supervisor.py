@@ -13,7 +13,7 @@ one control period.
 
 Run it on the runtimes' host:
 
-    python -m deploy.cell.supervisor --port 47100 --stale-s 0.12 [--realtime-priority 50]
+    python -m deploy.cell.supervisor --port 29100 --stale-s 0.12 [--realtime-priority 50]
 
 (``spawn_supervisor`` starts it so from Python and returns once it serves.) On a real cell it runs at the runtimes'
 SCHED_FIFO priority: a report it forwards late is a partner that goes stale, and a stale partner holds the arm.
@@ -41,7 +41,10 @@ from deploy.runtime.separation import DEFAULT_STALE_S
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_PORT = 47100
+# Below Linux's ephemeral range (32768-60999, net.ipv4.ip_local_port_range): a port in it can be taken at any moment
+# by some process's outgoing socket, and the supervisor then cannot start (a benchmark run lost its last case to
+# "Address already in use" on 47311; what held the port was gone before it could be looked up)
+DEFAULT_PORT = 29100
 POLL_S = 0.01  # longest wait for a datagram, so stop() acts promptly (seconds)
 SERVING = "cell supervisor on"  # the first line the supervisor prints once it serves
 
