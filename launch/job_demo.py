@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from deploy.shipped import INSTALL_ROOT, resolve_path
-from launch.jobs import DEFAULT_CHECKPOINT, DEFAULT_PACKAGE, validate_launch, write_resolved
+from launch.jobs import DEFAULT_CHECKPOINT, validate_launch, write_resolved
 from launch.report import plot_latency_histogram, plot_learning_curve
+from launch.robot_jobs import DEFAULT_PACKAGE
 
 SHIPPED_CURVE = INSTALL_ROOT / "models" / "default_learning_curve.json"
 LINE_PERIOD_S = 0.005  # the line's data collection runs the lock-step robot, so it need not wait 40 ms a tick

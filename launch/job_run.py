@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from launch.jobs import ROBOT, write_resolved
+from launch.jobs import write_resolved
+from launch.robot_jobs import ROBOT
 from launch.schema import LaunchError
 
 logger = logging.getLogger(__name__)

@@ -140,7 +140,7 @@ def test_cli_no_subcommand_prints_help(capsys):
 def test_the_baud_rate_default_is_the_links():
     """launch/jobs.py keeps the literal so that it loads without pyserial (training machines); it must not drift."""
     from deploy.wire import DEFAULT_BAUDRATE
-    from launch.jobs import ROBOT
+    from launch.robot_jobs import ROBOT
 
     assert ROBOT.fields["baudrate"].default == DEFAULT_BAUDRATE
 
