@@ -1,6 +1,6 @@
 """Scripted cell policies for the tests and the benchmark (not for a robot): a goal seeker and two adversaries.
 
-numpy only. Both take the cell arm's flat observation (``deploy.cell.policy_input``: robot state, partner position,
+numpy only. Each takes the cell arm's flat observation (``deploy.cell.policy_input``: robot state, partner position,
 history, achieved goal, desired goal; float32 [B, D]) and return [B, action_dim] commands in [-1, 1]:
 
 - :class:`GoalSeeker` commands ``gain x (goal - gripper) / action_scale_m``: it drives straight at its goal and
@@ -86,7 +86,7 @@ class WristHunter:
         return out
 
 
-def scripted_policy(name: str, contract: ObservationContract, arm: int):
+def scripted_policy(name: str, contract: ObservationContract, arm: int) -> GoalSeeker | Adversary | WristHunter:
     """The scripted policy ``name`` (one of ``SCRIPTED``) for arm ``arm`` on the cell arm's ``contract``."""
     if name == GoalSeeker.name:
         return GoalSeeker(contract)
