@@ -132,6 +132,7 @@ def _arm_child(
         home_m=layout.point_to_cell(arm, cell["homes"][arm]),
         realtime_priority=case["rt_priority"],
         cpu=arm if case["rt_priority"] is not None else None,  # each arm's runtime on a CPU of its own
+        cpu_latency_us=case["cpu_latency_us"],
         startup_timeout_s=STARTUP_TIMEOUT_S,
     )
     arm_process_main(conn, job, done, TimedBarrier)
@@ -436,6 +437,13 @@ def main() -> int:
         action="store_true",
         help="supervised arms home for each episode together (SeparationConfig.start_together; robot-grpo cell does)",
     )
+    parser.add_argument(
+        "--cpu-latency-us",
+        type=int,
+        default=None,
+        help="each runtime holds a PM QoS request that no CPU idles in a state slower than this to leave "
+        "(microseconds; 0: idle CPUs poll; LoopConfig.cpu_latency_us, needs root); default: not asked",
+    )
     parser.add_argument("--out", default="cell_runtime", help="results file stem")
     args = parser.parse_args()
     # a SIGTERM (a killed benchmark) unwinds through the cases' cleanup: no supervisor is left holding the port
@@ -497,9 +505,12 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
+    if args.cpu_latency_us is not None and args.cpu_latency_us < 0:
+        print("error: --cpu-latency-us is a number of microseconds >= 0", file=sys.stderr)
+        return 2
     priority = RT_PRIORITY if args.realtime else None
     cases = [
-        dict(c, steps=args.steps, packages=packages, rt_priority=priority)
+        dict(c, steps=args.steps, packages=packages, rt_priority=priority, cpu_latency_us=args.cpu_latency_us)
         for c in cases
         if not wanted or c["key"] in wanted
     ]
@@ -517,6 +528,11 @@ def main() -> int:
             f"SCHED_FIFO {RT_PRIORITY}, arm i's runtime on CPU i (the simulated cell {RT_PRIORITY - 1}, unpinned)"
             if args.realtime
             else "default"
+        )
+        + (
+            ""
+            if args.cpu_latency_us is None
+            else f"; each runtime holds a CPU idle exit latency <= {args.cpu_latency_us} us (/dev/cpu_dma_latency)"
         ),
         "start_together": args.start_together,
         "load_start": os.getloadavg(),

@@ -99,6 +99,7 @@ def run_cell(config: dict[str, Any]) -> dict[str, Any]:
                 variant=config["variant"],
                 realtime_priority=config["realtime_priority"],
                 cpu=None if config["arm_cpus"] is None else config["arm_cpus"][arm],
+                cpu_latency_us=config["cpu_latency_us"],
             )
             parent, child = ctx.Pipe()
             process = ctx.Process(target=arm_process_main, args=(child, job, done), name=f"cell-arm-{arm}")

@@ -212,6 +212,7 @@ def run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         max_ticks=episode_ticks + startup_ticks + EXTRA_TICKS,
         realtime_priority=config["realtime_priority"],
         cpu=config["cpu"],
+        cpu_latency_us=config["cpu_latency_us"],
     )
     with ExitStack() as cleanup:  # on the way out, in reverse: follower, transitions, tick log, live view, robot
         port, process = start_robot(robot, config["seed"], sim_task(contract))

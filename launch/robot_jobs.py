@@ -10,6 +10,7 @@ from deploy.cell.supervisor import DEFAULT_PORT as SUPERVISOR_PORT
 from deploy.cell.supervisor import DEFAULT_STALE_S
 from deploy.contract import MAX_DELAY_STEPS
 from deploy.runtime.backends import BACKEND_NAMES
+from deploy.runtime.cpu_latency import MAX_CPU_LATENCY_US
 from deploy.runtime.exploration import DEFAULT_STD_SCALE
 from launch.schema import Field, Section
 
@@ -49,6 +50,15 @@ LIVE = Section(
     doc="live view: the tick log's channels and a 3D scene, to Foxglove",
 )
 
+CPU_LATENCY = Field(
+    "int",
+    None,
+    low=0,
+    high=MAX_CPU_LATENCY_US,
+    nullable=True,
+    doc="while running, no CPU idles in a state slower than this to leave (us; 0: idle CPUs poll; needs root)",
+)
+
 RUN_JOB = Section(
     {
         "package": Field("path", DEFAULT_PACKAGE, doc="policy package folder"),
@@ -79,6 +89,7 @@ RUN_JOB = Section(
         "seed": Field("int", 0, low=0, doc="seed of the goal sequence (sim robot: the env's seeded goals)"),
         "realtime_priority": Field("int", None, low=1, high=99, nullable=True, doc="SCHED_FIFO priority"),
         "cpu": Field("int", None, low=0, nullable=True, doc="pin the loop and its policy thread to this CPU (Linux)"),
+        "cpu_latency_us": CPU_LATENCY,
         "explore": Field("bool", False, doc="propose mean + the policy's Gaussian noise (data for fine-tuning)"),
         "explore_std_scale": Field(
             "float",
@@ -140,6 +151,7 @@ CELL_JOB = Section(
             nullable=True,
             doc="pin arm 0's and arm 1's runtime (loop and policy thread) to these CPUs (Linux)",
         ),
+        "cpu_latency_us": CPU_LATENCY,
         "output": Field("path", "runs"),
     }
 )

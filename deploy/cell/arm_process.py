@@ -51,6 +51,8 @@ class ArmJob:
     :param realtime_priority: the runtime's SCHED_FIFO priority (its loop and policy threads; None: the default
         scheduler), as ``LoopConfig.realtime_priority``.
     :param cpu: the CPU the runtime's loop and policy threads are pinned to (None: free), as ``LoopConfig.cpu``.
+    :param cpu_latency_us: the CPUs' idle exit latency held while the runtime runs (microseconds; None: not asked),
+        as ``LoopConfig.cpu_latency_us``.
     :param startup_timeout_s: seconds to wait for the arm's first valid state (``LoopConfig.startup_timeout_s``).
     """
 
@@ -66,6 +68,7 @@ class ArmJob:
     variant: str = "fp32"
     realtime_priority: int | None = None
     cpu: int | None = None
+    cpu_latency_us: int | None = None
     startup_timeout_s: float = LoopConfig.startup_timeout_s
 
     @property
@@ -130,6 +133,7 @@ def run_arm(
             max_episode_steps=job.episode_steps,
             realtime_priority=job.realtime_priority,
             cpu=job.cpu,
+            cpu_latency_us=job.cpu_latency_us,
             startup_timeout_s=job.startup_timeout_s,
         ),
         barrier_class=barrier_class,

@@ -48,6 +48,7 @@ from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
 from deploy.runtime.command_line import CommandLine
 from deploy.runtime.command_path import CommandPath
+from deploy.runtime.cpu_latency import hold_cpu_latency
 from deploy.runtime.episodes import EpisodeTracker
 from deploy.runtime.exit_stop import ExitStop
 from deploy.runtime.goals import GoalSource
@@ -183,6 +184,12 @@ class Controller:
             restore_affinity()
             raise
         try:
+            release_latency = hold_cpu_latency(self.config.cpu_latency_us)
+        except BaseException:
+            restore_scheduler()
+            restore_affinity()
+            raise
+        try:
             self.robot_link.open()  # LinkError names the port if it cannot be opened
             if self.config.freeze_gc:  # before the first message: the robot's first answer must not wait for it
                 self.collector.start()
@@ -198,6 +205,7 @@ class Controller:
             self._shutdown()
             self.path.guard.close()
             self.collector.stop()
+            release_latency()
             restore_scheduler()
             restore_affinity()
         return self.report()

@@ -69,6 +69,8 @@ def test_defaults_are_filled_in():
         ),
         ({"job": "train", "env": {"id": "DelayedFetchPush-v0", "near_goal_share": 1.5}}, "'env.near_goal_share' = 1.5"),
         ({"job": "cell", "arm_cpus": [0]}, "'arm_cpus' must have 2 items"),
+        ({"job": "cell", "cpu_latency_us": -1}, "'cpu_latency_us' = -1 is out of range"),
+        ({"job": "run", "cpu_latency_us": 0.5}, "'cpu_latency_us'"),
         (
             {"job": "train", "env": {"safety_spec": "shipped:calibration/sim_fetch_push.yaml"}},
             "'env.safety_spec' puts a robot cell's safety filter into an object task or the two-arm cell; "

@@ -296,6 +296,7 @@ def test_bad_goals_are_refused(kwargs, match):
         ({"realtime_priority": 0}, "realtime_priority"),
         ({"realtime_priority": 100}, "realtime_priority"),
         ({"cpu": -1}, "cpu must be a CPU number"),
+        ({"cpu_latency_us": -1}, "cpu_latency_us must be in"),
         ({"max_episode_steps": 0}, "max_episode_steps"),
         ({"period_s": -0.01}, "period_s"),
         ({"startup_timeout_s": 0}, "startup_timeout_s"),
@@ -318,6 +319,50 @@ def test_realtime_priority_is_restored_after_the_run():
         return
     assert run.report.episodes
     assert _os.sched_getscheduler(0) == policy_before
+
+
+class LatencyRequestSpy(DelayAwareP):
+    """The P policy that notes, at each call, which CPU latency requests are held (``hold_cpu_latency`` faked)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[int] = []
+        self.seen: set[tuple[int, ...]] = set()
+
+    def hold(self, max_us):
+        if max_us is None:
+            return lambda: None
+        self.held.append(max_us)
+        return lambda: self.held.remove(max_us)
+
+    def __call__(self, obs):
+        self.seen.add(tuple(self.held))
+        return super().__call__(obs)
+
+
+def test_the_cpu_latency_request_is_held_for_the_run_and_released(monkeypatch):
+    from deploy.runtime import loop as loop_module
+
+    spy = LatencyRequestSpy()
+    monkeypatch.setattr(loop_module, "hold_cpu_latency", spy.hold)
+    config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=3, max_ticks=20, cpu_latency_us=0)
+    run = run_loop(spy, seeded_goals([0]), config, robot_spec())
+    assert run.report.episodes
+    assert spy.seen == {(0,)}  # every policy call ran under the request
+    assert spy.held == []  # and it ended with the run
+
+
+def test_a_refused_cpu_latency_request_fails_the_run_before_the_port_opens(monkeypatch):
+    from deploy.runtime import loop as loop_module
+
+    def refuse(max_us):
+        raise PermissionError("/dev/cpu_dma_latency refused; set cpu_latency_us=None")
+
+    monkeypatch.setattr(loop_module, "hold_cpu_latency", refuse)
+    config = LoopConfig(period_s=FAST_PERIOD_S, max_episode_steps=3, max_ticks=20, cpu_latency_us=0)
+    controller = Controller("/nonexistent/port", CONTRACT, DelayAwareP(), robot_spec(), seeded_goals([0]), config)
+    with pytest.raises(PermissionError, match="cpu_latency_us=None"):
+        controller.run()
 
 
 class SchedulerSpy(DelayAwareP):
