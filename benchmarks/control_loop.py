@@ -20,12 +20,17 @@ Telemetry: the live view (``deploy.runtime.live_view``) serving the run over the
 one client connected (a thread of this orchestrating process, on loopback, reading every channel), against the
 same case without it (target: tick p99 <= 1 ms with telemetry on). ``--telemetry-only`` runs just that pair.
 
+CPU idle latency: the runtime holding a PM QoS request that no CPU idles in a state slower than 0 us to leave
+(``LoopConfig.cpu_latency_us=0``, ``/dev/cpu_dma_latency``: idle CPUs poll instead of halting), against the same case
+without it, under the default scheduler and SCHED_FIFO. ``--cpu-latency-only`` runs just those four cases (needs
+root) and writes ``control_loop_cpu_latency.{json,md}``.
+
 Every case runs ``--repeats`` times (3 by default), the whole case list over and over, so a burst of load from
 other jobs on a shared machine hits one repeat of a case rather than decides a side-by-side comparison; the table
 shows each case's median run and every repeat's p99. Writes benchmarks/results/control_loop.json (every run) and
 .md.
 
-    .venv/bin/python benchmarks/control_loop.py [--seconds 20] [--repeats 3] [--telemetry-only]
+    .venv/bin/python benchmarks/control_loop.py [--seconds 20] [--repeats 3] [--telemetry-only | --cpu-latency-only]
 """
 
 from __future__ import annotations
@@ -207,6 +212,7 @@ def _runtime_child(conn: Any) -> None:
         max_ticks=job["ticks"],
         startup_timeout_s=10,
         realtime_priority=job["rt_priority"],
+        cpu_latency_us=job["cpu_latency_us"],
     )
     live = None
     if job["telemetry"]:
@@ -342,6 +348,7 @@ def run_case(
     fifo: bool,
     checks: bool,
     telemetry: bool = False,
+    cpu_latency_us: int | None = None,
 ) -> dict[str, Any]:
     import threading
 
@@ -363,6 +370,7 @@ def run_case(
         "rt_priority": RUNTIME_RT_PRIORITY if fifo else None,
         "checks": checks,
         "telemetry": telemetry,
+        "cpu_latency_us": cpu_latency_us,
     }
     started = time.perf_counter()
     _, total0, steal0 = _cpu_times()
@@ -388,12 +396,20 @@ def run_case(
     result["ticklog"] = ticklog is not None
     result["checks"] = checks
     result["telemetry"] = telemetry
+    result["cpu_latency_us"] = cpu_latency_us
     result["scheduler"] = f"SCHED_FIFO {RUNTIME_RT_PRIORITY}/{ROBOT_RT_PRIORITY}" if fifo else "default"
     return result
 
 
 def _case_key(result: dict[str, Any]) -> tuple:
-    return result["rate_hz"], result["scheduler"], result["ticklog"], result["checks"], result.get("telemetry", False)
+    return (
+        result["rate_hz"],
+        result["scheduler"],
+        result["ticklog"],
+        result["checks"],
+        result.get("telemetry", False),
+        result.get("cpu_latency_us"),
+    )
 
 
 def median_runs(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -423,6 +439,11 @@ def _telemetry(result: dict[str, Any]) -> str:
     return f"on (1 client, {client.get('messages', 0)} messages)"
 
 
+def _cpu_latency(result: dict[str, Any]) -> str:
+    value = result.get("cpu_latency_us")
+    return "not asked" if value is None else f"<= {value} us"
+
+
 def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
         "# Control loop timing (benchmarks/control_loop.py)",
@@ -447,19 +468,23 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "Telemetry on: the live view (deploy/runtime/live_view.py) serving the run over the Foxglove WebSocket "
         "protocol with one client connected on loopback, subscribed to every channel and reading all of it.",
         "",
-        "| rate | scheduler (runtime/robot) | tick log | state checks | telemetry | ticks | latency p50 ms | "
+        "CPU idle latency: what the runtime asked of the kernel's PM QoS while it ran (LoopConfig.cpu_latency_us, "
+        "/dev/cpu_dma_latency; <= 0 us: idle CPUs poll instead of halting, and on this VM a halt is a VM exit).",
+        "",
+        "| rate | scheduler (runtime/robot) | tick log | state checks | telemetry | CPU idle latency | ticks | "
+        "latency p50 ms | "
         "latency p99 ms | "
         "latency p99 of each repeat ms | host steal % of each repeat | latency max ms | jitter p50 ms | "
         "jitter p99 ms | jitter max ms | robot jitter p99 ms | wake late p99 ms | overruns | robot held | "
         "implausible | runtime ru_maxrss MB | VmHWM MB | "
         "tick p99 <= 1 ms | jitter p99 <= 2 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         t = r["timing"]
         lines.append(
             f"| {r['rate_hz']:g} Hz | {r['scheduler']} | {'on' if r['ticklog'] else 'off'} | "
-            f"{'on' if r['checks'] else 'off'} | {_telemetry(r)} | {int(t['latency_s_n'])} | "
+            f"{'on' if r['checks'] else 'off'} | {_telemetry(r)} | {_cpu_latency(r)} | {int(t['latency_s_n'])} | "
             f"{_ms(t['latency_s_p50'])} | {_ms(t['latency_s_p99'])} | "
             f"{' / '.join(_ms(v) for v in r.get('latency_p99_runs_s', [t['latency_s_p99']]))} | "
             f"{' / '.join(f'{v:.1f}' for v in r.get('steal_pct_runs', [r.get('steal_pct', float('nan'))]))} | "
@@ -517,27 +542,37 @@ def main() -> None:
         help="only the live view's side by side (default scheduler, tick log and checks on, telemetry off / on); "
         "writes control_loop_telemetry.{json,md}",
     )
+    parser.add_argument(
+        "--cpu-latency-only",
+        action="store_true",
+        help="only the CPU idle latency side by side (tick log and checks on; default scheduler and SCHED_FIFO; the "
+        "runtime holding cpu_latency_us=0 or not; needs root); writes control_loop_cpu_latency.{json,md}",
+    )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    if args.telemetry_only and args.cpu_latency_only:
+        parser.error("--telemetry-only and --cpu-latency-only each pick their own cases: give one of them")
     RESULTS.mkdir(parents=True, exist_ok=True)
     meta: dict[str, Any] = {
         "seconds": args.seconds,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
-    # (tick log, SCHED_FIFO, state checks, telemetry): the checks on and off side by side under both schedulers,
-    # and the live view off and on
-    variants = (
-        (True, False, True, False),
-        (True, False, True, True),
-        (True, False, False, False),
-        (True, True, True, False),
-        (True, True, False, False),
-        (False, True, True, False),
+    # (tick log, SCHED_FIFO, state checks, telemetry, CPU idle latency request): the checks on and off side by side
+    # under both schedulers, and the live view off and on
+    variants: tuple[tuple[bool, bool, bool, bool, int | None], ...] = (
+        (True, False, True, False, None),
+        (True, False, True, True, None),
+        (True, False, False, False, None),
+        (True, True, True, False, None),
+        (True, True, False, False, None),
+        (False, True, True, False, None),
     )
     if args.telemetry_only:
-        variants = ((True, False, True, False), (True, False, True, True))
+        variants = ((True, False, True, False, None), (True, False, True, True, None))
+    if args.cpu_latency_only:
+        variants = tuple((True, fifo, True, False, hold) for fifo in (False, True) for hold in (None, 0))
     cases = [(rate, *variant) for _ in range(args.repeats) for rate in RATES_HZ for variant in variants]
     meta["repeats"] = args.repeats
     runtimes = [start_runtime() for _ in cases]  # before torch / MuJoCo make this process large
@@ -547,16 +582,18 @@ def main() -> None:
         workdir = Path(tmp)
         model, meta["policy"] = _model_path(workdir)
         goals, seeds = _goals(N_GOALS)
-        for index, (runtime, (rate, with_log, fifo, checks, telemetry)) in enumerate(zip(runtimes, cases, strict=True)):
+        for index, (runtime, (rate, with_log, fifo, checks, telemetry, hold)) in enumerate(
+            zip(runtimes, cases, strict=True)
+        ):
             ticks = int(args.seconds * rate)
             ticklog = str(workdir / f"ticks_{index}.mcap") if with_log else None
-            result = run_case(runtime, rate, ticks, model, goals, seeds, ticklog, fifo, checks, telemetry)
+            result = run_case(runtime, rate, ticks, model, goals, seeds, ticklog, fifo, checks, telemetry, hold)
             result["repeat"] = index // (len(cases) // args.repeats)
             results.append(result)
             t = result["timing"]
             print(
                 f"{rate:g} Hz log={'on' if with_log else 'off'} checks={'on' if checks else 'off'} "
-                f"telemetry={_telemetry(result)} "
+                f"telemetry={_telemetry(result)} cpu latency={_cpu_latency(result)} "
                 f"{result['scheduler']}: "
                 f"latency p50 {_ms(t['latency_s_p50'])} ms "
                 f"p99 {_ms(t['latency_s_p99'])} ms, jitter p99 {_ms(t['jitter_s_p99'])} ms, overruns "
@@ -568,7 +605,11 @@ def main() -> None:
     meta["orchestrator_rss_mb"] = _peak_rss_mb()[0]
     busy1, total1, _ = _cpu_times()
     meta["cpu_busy_pct"] = 100.0 * (busy1 - busy0) / max(total1 - total0, 1.0)
-    name = "control_loop_telemetry" if args.telemetry_only else "control_loop"
+    name = "control_loop"
+    if args.telemetry_only:
+        name = "control_loop_telemetry"
+    elif args.cpu_latency_only:
+        name = "control_loop_cpu_latency"
     (RESULTS / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=str))
     (RESULTS / f"{name}.md").write_text(markdown(median_runs(results), meta))
     print(markdown(median_runs(results), meta))
