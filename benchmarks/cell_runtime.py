@@ -15,7 +15,10 @@ each arm alone as a single-arm runtime would be); the ``wrist_hunter`` (full spe
 partner's reported gripper, where its wrist and forearm are, ``deploy.cell.scripted``) supervised; and the main
 policy with the supervisor SIGKILLed ``KILL_AFTER_STEPS`` into both arms' first episode and restarted
 ``OUTAGE_STEPS`` later (the cell then serves in this process, so what each arm was commanded and how far it truly
-moved while its partner was stale can be judged). The truth is the physics': a control step whose gripper centres
+moved while its partner was stale can be judged). With ``--cpu-latency-us``, each runtime holds that CPU idle latency
+request (``LoopConfig.cpu_latency_us``) and one more case runs beside the main one: the main policy supervised without
+the request (``main-no-hold``, ``--ablation-episodes``), so the request's effect on the tick is measured in one run.
+The truth is the physics': a control step whose gripper centres
 came closer than ``min_separation_m`` at any of its 2 ms substeps is a separation violation, one in which any links
 of the two arms touched a contact (counted apart: the barrier plans for the gripper centres); each is attributed to
 the episode pair under way (each arm's HOMEs so far). Per runtime: its tick latency (state in -> command out, which
@@ -27,7 +30,8 @@ Policy: the main case runs the scripted goal seeker by default (no trained cell 
 parity tolerance, so export it with ``variants=[fp32, fp16]``, docs/guides/cell.md) instead.
 
     nice -n 10 .venv/bin/python benchmarks/cell_runtime.py [--episodes 1000] [--adversary-episodes 200] \
-        [--ablation-episodes 200] [--kill-episodes 4] [--steps 50] [--start-together] [--realtime]
+        [--ablation-episodes 200] [--kill-episodes 4] [--steps 50] [--start-together] [--realtime] \
+        [--cpu-latency-us 0]
 
 Writes benchmarks/results/cell_runtime.json and .md.
 """
@@ -65,7 +69,15 @@ KILL_AFTER_STEPS = 20  # the kill case: control steps into both arms' first epis
 OUTAGE_STEPS = 25  # the kill case: control steps (1 s at 25 Hz) before the supervisor is restarted
 STARTUP_TIMEOUT_S = 30.0  # a runtime's wait for its first state: fresh interpreters on a loaded 2-core machine
 RT_PRIORITY = 50  # --realtime: SCHED_FIFO of the runtimes (arm i pinned to CPU i) and the supervisor (the cell: 49)
-CASE_KEYS = ("main", "main-off", "adversary", "adversary-off", "wrist-hunter", "kill")  # what --cases selects
+CASE_KEYS = (
+    "main",
+    "main-no-hold",
+    "main-off",
+    "adversary",
+    "adversary-off",
+    "wrist-hunter",
+    "kill",
+)  # what --cases selects
 
 
 class TimedBarrier(SeparationBarrier):
@@ -461,6 +473,14 @@ def main() -> int:
     off = {"barrier": False, "supervisor": False, "start_together": False}  # no supervisor: no reports to wait on
     cases = [
         {"key": "main", "name": f"{main_policy}, supervised", "policy": main_policy, **on, "episodes": args.episodes},
+        {  # with --cpu-latency-us: the main case without the request, beside it in the same run
+            "key": "main-no-hold",
+            "name": f"{main_policy}, supervised, no CPU latency request",
+            "policy": main_policy,
+            **on,
+            "episodes": args.ablation_episodes,
+            "hold": False,
+        },
         {
             "key": "main-off",
             "name": f"{main_policy}, supervisor off",
@@ -510,9 +530,15 @@ def main() -> int:
         return 2
     priority = RT_PRIORITY if args.realtime else None
     cases = [
-        dict(c, steps=args.steps, packages=packages, rt_priority=priority, cpu_latency_us=args.cpu_latency_us)
+        dict(
+            c,
+            steps=args.steps,
+            packages=packages,
+            rt_priority=priority,
+            cpu_latency_us=args.cpu_latency_us if c.get("hold", True) else None,
+        )
         for c in cases
-        if not wanted or c["key"] in wanted
+        if (not wanted or c["key"] in wanted) and (c["key"] != "main-no-hold" or args.cpu_latency_us is not None)
     ]
     results: dict[str, Any] = {
         "machine": f"{platform.node()} ({platform.processor() or platform.machine()}, {mp.cpu_count()} cores)",
