@@ -57,8 +57,9 @@ class LoopConfig:
         ``realtime_priority``, the policy call's hand-off then wakes no other CPU (``deploy.runtime.realtime``).
     :param cpu_latency_us: while the loop runs, hold a PM QoS request that no CPU idles in a state slower than this
         to leave (microseconds; 0: idle CPUs poll; Linux ``/dev/cpu_dma_latency``, needs root or write access to
-        it); None asks nothing. Every tick begins with a wake from idle; on the 2-core test VM holding 0 took the
-        cell's tick p99 from 0.92-1.11 ms to 0.60-0.89 ms (``deploy.runtime.cpu_latency``).
+        it); None asks nothing. Every tick begins with a wake from idle; on the 2-core benchmark VM holding 0 took a
+        single arm's tick p99 from 1.11 to 0.70 ms and a cell arm's from 1.06-1.13 to 0.77-0.89 ms (SCHED_FIFO;
+        ``deploy.runtime.cpu_latency``, ``benchmarks/results/control_loop_cpu_latency.md``).
     :param freeze_gc: move everything allocated before the loop into the GC's permanent generation and turn the
         automatic collector off for the run: the loop collects in each tick's slack, after its command went out
         (``deploy.runtime.slack_collector``), never between a state and its answer.
