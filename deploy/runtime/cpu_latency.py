@@ -25,6 +25,12 @@ MAX_CPU_LATENCY_US = 2_000_000_000  # the request is a signed 32-bit number of m
 _REQUEST = struct.Struct("=i")  # what the device reads: one native s32
 
 
+def check_cpu_latency_us(max_us: object) -> None:
+    """Refuse a latency request that is not an integer in 0..``MAX_CPU_LATENCY_US`` microseconds (ValueError)."""
+    if isinstance(max_us, bool) or not isinstance(max_us, int) or not 0 <= max_us <= MAX_CPU_LATENCY_US:
+        raise ValueError(f"cpu_latency_us must be an integer in 0..{MAX_CPU_LATENCY_US} microseconds, got {max_us!r}")
+
+
 def hold_cpu_latency(max_us: int | None, device: str = CPU_DMA_LATENCY) -> Callable[[], None]:
     """Ask that no CPU sleeps in an idle state slower than ``max_us`` microseconds to leave (None: ask nothing).
 
@@ -38,8 +44,7 @@ def hold_cpu_latency(max_us: int | None, device: str = CPU_DMA_LATENCY) -> Calla
     """
     if max_us is None:
         return lambda: None
-    if isinstance(max_us, bool) or not isinstance(max_us, int) or not 0 <= max_us <= MAX_CPU_LATENCY_US:
-        raise ValueError(f"cpu_latency_us must be an integer in 0..{MAX_CPU_LATENCY_US} microseconds, got {max_us!r}")
+    check_cpu_latency_us(max_us)
     try:
         fd = os.open(device, os.O_WRONLY)
     except FileNotFoundError as err:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deploy.runtime.cpu_latency import MAX_CPU_LATENCY_US
+from deploy.runtime.cpu_latency import check_cpu_latency_us
 from deploy.runtime.realtime import MAX_RT_PRIORITY
 from deploy.runtime.rejection_window import RejectionWindow
 
@@ -92,10 +92,8 @@ class LoopConfig:
     def __post_init__(self) -> None:
         if self.realtime_priority is not None and not 1 <= self.realtime_priority <= MAX_RT_PRIORITY:
             raise ValueError(f"realtime_priority must be in 1..{MAX_RT_PRIORITY} or None, got {self.realtime_priority}")
-        if self.cpu_latency_us is not None and not 0 <= self.cpu_latency_us <= MAX_CPU_LATENCY_US:
-            raise ValueError(
-                f"cpu_latency_us must be in 0..{MAX_CPU_LATENCY_US} microseconds or None, got {self.cpu_latency_us}"
-            )
+        if self.cpu_latency_us is not None:
+            check_cpu_latency_us(self.cpu_latency_us)
         if self.cpu is not None and self.cpu < 0:
             raise ValueError(f"cpu must be a CPU number >= 0 or None, got {self.cpu}")
         for name in ("max_episode_steps", "hold_ticks", "home_retry_ticks", "max_implausible_states"):

@@ -296,7 +296,7 @@ def test_bad_goals_are_refused(kwargs, match):
         ({"realtime_priority": 0}, "realtime_priority"),
         ({"realtime_priority": 100}, "realtime_priority"),
         ({"cpu": -1}, "cpu must be a CPU number"),
-        ({"cpu_latency_us": -1}, "cpu_latency_us must be in"),
+        ({"cpu_latency_us": -1}, "cpu_latency_us must be an integer"),
         ({"max_episode_steps": 0}, "max_episode_steps"),
         ({"period_s": -0.01}, "period_s"),
         ({"startup_timeout_s": 0}, "startup_timeout_s"),
