@@ -4,12 +4,14 @@ stdlib only (robot side). One UDP socket bound to an ephemeral loopback port; no
 the kernel will not take (counted), ``poll`` reads what has arrived and returns the partner's newest report. A
 report is newer than the one kept when its stamp is later (a partner that restarted numbers from 1 again: a lower
 sequence number with a later stamp is a restart, counted); an older or repeated one is dropped and counted, a
-malformed one too. The supervisor being gone shows as silence (and, on Linux loopback, as refused sends): the
-partner's report then ages until the separation barrier holds the arm (``deploy.runtime.separation``).
+malformed one too. The supervisor being gone shows as silence (an unconnected UDP socket hears no ICMP error on
+Linux; a send the kernel refuses is counted): the partner's report then ages until the separation barrier holds the
+arm (``deploy.runtime.separation``).
 """
 
 from __future__ import annotations
 
+import select
 import socket
 from collections import Counter
 
@@ -35,6 +37,8 @@ class PartnerLink:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._sock.bind((bind_host, 0))
         self._sock.setblocking(False)
+        self._ready = select.poll()  # readable (a datagram, or a pending error to clear) without a failed recv
+        self._ready.register(self._sock, select.POLLIN)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -53,16 +57,19 @@ class PartnerLink:
             self.counts["send_failures"] += 1
 
     def poll(self) -> PositionReport | None:
-        """Read every datagram that arrived; the partner's newest valid report (None before the first)."""
-        while True:
+        """Read every datagram that arrived; the partner's newest valid report (None before the first). Asks the
+        socket whether anything is waiting first: most polls find nothing, and a failed ``recv`` costs an exception
+        on every tick."""
+        while self._ready.poll(0):
             try:
                 data = self._sock.recv(MAX_DATAGRAM)
-            except BlockingIOError:
-                return self.latest
+            except BlockingIOError:  # readable, yet nothing to take (a datagram dropped for a bad checksum)
+                break
             except OSError:  # ICMP port unreachable from an earlier send: the supervisor is gone
                 self.counts["supervisor_unreachable"] += 1
                 continue
             self._take(data)
+        return self.latest
 
     def _take(self, data: bytes) -> None:
         try:

@@ -88,6 +88,8 @@ class CommandPath:
     ) -> Proposal:
         """Ask the policy (waiting at most ``wait_s`` seconds) and filter its action: ``bound`` is where the gripper
         can be (metres), ``position`` its measured position, ``age_s`` the state's age (seconds)."""
+        if self.separation is not None:
+            self.separation.poll_partner()  # the partner the policy reads: polled here, on the loop's thread
         action, fault = self.guard.infer(flat, wait_s)
         asked = self.guard.asked_id  # the tick's record names the policy asked, whatever happens next
         proposed = action if action is not None else self._hold

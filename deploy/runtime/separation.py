@@ -19,8 +19,12 @@ The cut. With ``R(a)`` this arm's reach once command ``a`` is in flight and ``d0
 Euclidean, metres) from ``R(0)`` to the nearest obstacle, a command passes when ``dist(R(a), obstacles) >= target``,
 ``target = min_separation_m + (1 - approach_fraction) x (d0 - min_separation_m)``: the arm closes at most
 ``approach_fraction`` of the spare distance per step and never plans inside ``min_separation_m``. Otherwise the
-components that move the reach toward an obstacle are scaled down (bisection, ``CUT_ITERATIONS``) to the largest
-share that passes; if the rest alone does not pass (coupling), the whole command is scaled. A reach already closer
+components that move the reach toward an obstacle are scaled down to a share that passes, found by a root finder that
+keeps the bracket (``cut_share``: regula falsi with the Illinois step, a halving whenever a step does not halve the
+bracket; the share kept has always passed); if the rest alone does not pass (coupling), the whole command is scaled.
+The share ends within ``CUT_CLEARANCE_TOL_M`` of the target's clearance or ``CUT_SHARE_TOL`` of the command, after at
+most ``CUT_ITERATIONS`` clearance evaluations (bisection needed 10 every time; this takes 3-4 in the cell, the cut's
+cost on every tick it cuts). A reach already closer
 than ``min_separation_m`` (``separation_inside``: after a stale spell, the ablation) lets only components that move
 away from the obstacles' centres through (the reach's coupling allowance may still grow toward them by a tenth of
 such a move; the true gap opens, and the next state's bound shows it).
@@ -65,8 +69,11 @@ SEPARATION_NO_BOUND = "separation_no_bound"  # this arm's own bound is unknown: 
 HOME_DEFERRED = "home_deferred_partner_stale"  # count: a HOME waited in HOLD for a fresh partner report
 HOME_WAITS = "home_waits_for_partner"  # count: a HOME waited in HOLD for the partner to end its episode too
 SEPARATION_REASONS = (PARTNER_STALE, SEPARATION_BARRIER, SEPARATION_INSIDE, SEPARATION_NO_BOUND)
-# bisection steps of a cut: the share is found to 2**-10 of the command (under 0.2 mm of a full command at the
-# planning gain; the share kept always passes, so fewer steps only cut a hair more)
+# the cut's root finder (cut_share) stops once the kept share's clearance is within CUT_CLEARANCE_TOL_M of the target,
+# or the bracket is narrower than CUT_SHARE_TOL of the command (under 0.2 mm of a full command at the planning gain), or
+# after CUT_ITERATIONS clearance evaluations (the share kept always passes, so stopping early only cuts a hair more)
+CUT_CLEARANCE_TOL_M = 1e-4
+CUT_SHARE_TOL = 2.0**-10
 CUT_ITERATIONS = 10
 FUTURE_STAMP_S = 0.002  # a partner stamp this far ahead of this host's clock is from another clock (seconds)
 DEFAULT_MIN_SEPARATION_M = 0.10  # the cell's rule: gripper centres at least this far apart (metres)
@@ -258,10 +265,11 @@ def separation_cut(
         return cut, (SEPARATION_INSIDE if cut != command else "")
     target = min_separation_m + (1.0 - approach_fraction) * (d0 - min_separation_m)
 
-    def passes(candidate: list[float]) -> bool:
-        return reach.clearance([u * move_per_unit_m for u in candidate], obstacles) >= target
+    def spare(candidate: list[float]) -> float:  # clearance beyond the target (metres; >= 0 passes)
+        return reach.clearance([u * move_per_unit_m for u in candidate], obstacles) - target
 
-    if passes(command):
+    spare_full = spare(command)
+    if spare_full >= 0.0:
         return command, ""
     toward = [
         any((u > 0 and high0[k] < o_low[k]) or (u < 0 and low0[k] > o_high[k]) for o_low, o_high in obstacles)
@@ -274,15 +282,46 @@ def separation_cut(
     def scaled(share: float) -> list[float]:
         return [u * share for u in command]
 
-    shape = toward_scaled if any(toward) and passes(toward_scaled(0.0)) else scaled
+    shape, spare_none = scaled, d0 - target  # no command: the reach as it is
+    if any(toward) and (spare_rest := spare(toward_scaled(0.0))) >= 0.0:
+        shape, spare_none = toward_scaled, spare_rest
+    share = cut_share(lambda s: spare(shape(s)), spare_none, spare_full)
+    return shape(share), SEPARATION_BARRIER
+
+
+def cut_share(spare: Callable[[float], float], spare_none: float, spare_full: float) -> float:
+    """A share in [0, 1) whose ``spare`` (metres) is >= 0, at a sign change of ``spare``: regula falsi with the
+    Illinois step on the bracket [passes, fails], aimed at half the clearance tolerance (a secant aimed at 0 keeps
+    landing a hair on the failing side of a root where the clearance bends), and a halving after any step that did
+    not halve the bracket (so it narrows at least as fast as every other bisection step). ``spare_none``: the spare
+    at 0 (>= 0); ``spare_full``: at 1 (< 0). Stops within ``CUT_CLEARANCE_TOL_M`` of the target, ``CUT_SHARE_TOL``
+    of the share, or after ``CUT_ITERATIONS`` evaluations; the share returned has always passed."""
+    aim = CUT_CLEARANCE_TOL_M / 2
     lo, hi = 0.0, 1.0
+    spare_lo = spare_none  # the kept share's spare (the stopping test)
+    f_lo, f_hi = spare_none - aim, spare_full - aim  # the secant's end values (Illinois halves one on a repeat)
+    side = 0  # the end the last step moved: +1 lo, -1 hi
+    bisect = False
     for _ in range(CUT_ITERATIONS):
-        mid = (lo + hi) / 2
-        if passes(shape(mid)):
-            lo = mid
+        if spare_lo <= CUT_CLEARANCE_TOL_M or hi - lo <= CUT_SHARE_TOL:
+            break
+        width = hi - lo
+        share = (lo + hi) / 2 if bisect else (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+        if not lo < share < hi:  # rounding at a bracket's end: halve instead
+            share = (lo + hi) / 2
+        value = spare(share)
+        if value >= 0.0:
+            lo, spare_lo, f_lo = share, value, value - aim
+            if side == 1:
+                f_hi /= 2
+            side = 1
         else:
-            hi = mid
-    return shape(lo), SEPARATION_BARRIER
+            hi, f_hi = share, value - aim
+            if side == -1:
+                f_lo /= 2
+            side = -1
+        bisect = hi - lo > width / 2
+    return lo
 
 
 # The part ----------------------------------------------------------------------------------------------------------
@@ -306,6 +345,7 @@ class SeparationBarrier:
         self._line: InFlight | None = None
         self._episodes: EpisodeCount | None = None
         self._home: Box | None = None
+        self._newest: PositionReport | None = None  # the partner's newest report, as last polled
         if config.partner_home_m is not None:
             k = config.home_keepout_m
             home = config.layout.point_to_cell(config.arm, config.partner_home_m)  # the map is its own inverse
@@ -345,9 +385,15 @@ class SeparationBarrier:
         return {"barrier_counts": dict(self.counts)}
 
     # The partner ---------------------------------------------------------------------------------------------
+    def poll_partner(self) -> PositionReport | None:
+        """Read the link (the loop's thread only: the one reader of the socket) and keep the partner's newest
+        report, which ``partner_position`` hands the policy; None before the first."""
+        self._newest = self.link.poll()
+        return self._newest
+
     def partner(self) -> tuple[PositionReport | None, float]:
         """The partner's newest report if it can be planned with, and its age (seconds; inf when there is none)."""
-        report = self.link.poll()
+        report = self.poll_partner()
         if report is None:
             return None, math.inf
         age = report.age_s(self._clock())
@@ -357,8 +403,10 @@ class SeparationBarrier:
 
     def partner_position(self) -> tuple[float, ...] | None:
         """The partner's newest checked gripper position in this arm's frame (metres), however old; None before the
-        first report. What a cell policy reads as the partner (the barrier, not the policy, judges its age)."""
-        report = self.link.poll()
+        first report. What a cell policy reads as the partner (the barrier, not the policy, judges its age). Reads
+        the report the loop's thread last polled (``poll_partner``: ``CommandPath.propose`` polls just before it asks
+        the policy), never the link: the policy runs on its worker thread, and the link has one reader."""
+        report = self._newest
         if report is None or not report.known:
             return None
         return self.config.layout.point_to_cell(self.config.arm, report.position)

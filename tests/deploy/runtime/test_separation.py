@@ -17,7 +17,9 @@ from deploy.cell.report import PositionReport
 from deploy.runtime.position_bound import COUPLING_SHARE
 from deploy.runtime.safety import CLIP, FilterResult, SafetyLimits
 from deploy.runtime.separation import (
+    CUT_CLEARANCE_TOL_M,
     CUT_ITERATIONS,
+    CUT_SHARE_TOL,
     HOME_WAITS,
     PARTNER_STALE,
     SEPARATION_BARRIER,
@@ -26,6 +28,7 @@ from deploy.runtime.separation import (
     SeparationBarrier,
     SeparationConfig,
     box_distance,
+    cut_share,
     nearest,
     separation_cut,
 )
@@ -86,9 +89,55 @@ def test_a_command_toward_the_obstacle_is_cut_to_the_target() -> None:
     cut, reason = separation_cut(reach, [1.0, 0.3, 0.0], 0.5, [obstacle], MIN_SEP, 0.5)
     assert reason == SEPARATION_BARRIER
     assert cut[1] == 0.3  # the side move does not approach the obstacle: it is kept
-    # never inside the target, and short of it by at most one bisection step of the x move (with its coupling)
+    # never inside the target, and short of it by at most the root finder's clearance tolerance
     after = nearest(reach.box([u * 0.5 for u in cut]), [obstacle])
-    assert 0.2 - 1e-12 <= after <= 0.2 + 1.1 * 0.5 * 2.0**-CUT_ITERATIONS
+    assert 0.2 - 1e-12 <= after <= 0.2 + CUT_CLEARANCE_TOL_M
+
+
+class Counted:
+    """A spare function (metres per share) that counts its evaluations."""
+
+    def __init__(self, fn) -> None:
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, share: float) -> float:
+        self.calls += 1
+        return self.fn(share)
+
+
+def test_the_cut_share_of_a_straight_clearance_takes_one_or_two_evaluations() -> None:
+    spare = Counted(lambda s: 0.02 - 0.05 * s)  # metres: passes up to s = 0.4
+    share = cut_share(spare, spare.fn(0.0), spare.fn(1.0))
+    assert 0.0 <= spare.fn(share) <= CUT_CLEARANCE_TOL_M
+    assert spare.calls <= 2  # bisection took CUT_ITERATIONS every time
+
+
+def test_the_cut_share_where_the_clearance_bends_ends_on_the_passing_side() -> None:
+    # a clearance that falls slowly, then fast past a corner (a reach box's corner rounding an obstacle's): the
+    # secant keeps overshooting toward the corner; the share kept must still pass, within the tolerance
+    spare = Counted(lambda s: 0.01 - 0.002 * s if s < 0.6 else 0.0088 - 0.2 * (s - 0.6))
+    share = cut_share(spare, spare.fn(0.0), spare.fn(1.0))
+    assert 0.0 <= spare.fn(share) <= CUT_CLEARANCE_TOL_M
+    assert spare.calls <= CUT_ITERATIONS
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    corners=st.lists(st.tuples(st.floats(0.01, 0.99), st.floats(-0.5, 0.0)), min_size=1, max_size=4),
+    start=st.floats(0.0, 0.05),
+    end=st.floats(-0.05, -1e-6),
+)
+def test_the_cut_share_always_passes_and_never_evaluates_more_than_its_budget(corners, start, end) -> None:
+    # any continuous piecewise-linear spare from start >= 0 at 0 to end < 0 at 1, through random corners
+    xs = [0.0, *sorted({x for x, _ in corners}), 1.0]
+    ys = [start, *[dict(corners)[x] for x in xs[1:-1]], end]
+    spare = Counted(lambda s: float(np.interp(s, xs, ys)))
+    share = cut_share(spare, start, end)
+    assert 0.0 <= share < 1.0 and spare.fn(share) >= 0.0
+    assert spare.calls <= CUT_ITERATIONS
+    # it stopped for a reason: near the target, a narrow bracket about a sign change, or the budget spent
+    crossing = next(x for x in np.linspace(share, 1.0, 4097) if spare.fn(x) < 0)
+    assert spare.fn(share) <= CUT_CLEARANCE_TOL_M or crossing - share <= CUT_SHARE_TOL or spare.calls == CUT_ITERATIONS
 
 
 def test_inside_the_separation_only_moves_away_pass() -> None:
@@ -242,6 +291,36 @@ def test_the_partner_grows_with_its_age_and_its_home_is_kept_out() -> None:
     # arm 1 sees arm 0's home (given in the cell frame) in its own frame: mirrored through (1, 0)
     arm1b, _, _ = make_arm(1, Board(), clock, [1.0, 0.0, 0.0], partner_home_m=(0.0, 0.0, 0.0), home_keepout_m=0.0)
     assert arm1b._home == ((2.0, 0.0, 0.0), (2.0, 0.0, 0.0))
+
+
+class CountingLink(BoardLink):
+    def __init__(self, arm: int, board: Board) -> None:
+        super().__init__(arm, board)
+        self.polls = 0
+
+    def poll(self) -> PositionReport | None:
+        self.polls += 1
+        return super().poll()
+
+
+def test_the_policy_reads_the_partner_the_loop_polled_and_never_the_link() -> None:
+    # the policy runs on its worker thread: partner_position reads what the loop's thread last polled, so the link
+    # (a socket) has one reader
+    board, clock = Board(), Clock()
+    config = SeparationConfig(0, LAYOUT, min_separation_m=MIN_SEP)
+    link = CountingLink(0, board)
+    arm0 = SeparationBarrier(config, link, clock)
+    arm0.attach(LIMITS, PERIOD, (0, 3), Intake([0.0, 0.0, 0.0]), Line())
+    arm1, intake1, _ = make_arm(1, board, clock, [1.2, 0.1, 0.0])  # cell (0.8, -0.1, 0)
+    arm1.sent(np.zeros(4))
+    assert arm0.partner_position() is None and link.polls == 0  # not polled yet: nothing to read
+    assert arm0.poll_partner().seq == 1 and link.polls == 1
+    assert arm0.partner_position() == pytest.approx((0.8, -0.1, 0.0))  # arm 0's frame is the cell's
+    intake1.set([1.5, 0.0, 0.0])
+    arm1.sent(np.zeros(4))
+    assert arm0.partner_position() == pytest.approx((0.8, -0.1, 0.0)) and link.polls == 1  # until the next poll
+    arm0.cut(result([0.1, 0.0, 0.0, 0.0]), ((0.0,) * 3, (0.0,) * 3))  # the cut polls too (the freshest report)
+    assert arm0.partner_position() == pytest.approx((0.5, 0.0, 0.0)) and link.polls == 2
 
 
 def test_the_ablation_shares_but_never_cuts() -> None:
