@@ -1,7 +1,7 @@
-"""The separation barrier alone: its geometry (never plans inside the separation, cuts only shrink a command), the
-partner's report growing with its age, the partner's home kept out, a stale or unknown partner holding the arm, and
-two barriers keeping two point arms apart under random timing and actuator gains (the argument of the module
-docstring, run)."""
+"""The separation barrier alone (its geometry and cut: test_separation_cut.py): the partner's report growing with its
+age, the partner's home kept out, a stale or unknown partner holding the arm, the policy reading the partner the
+loop polled, and two barriers keeping two point arms apart under random timing and actuator gains (the argument of
+the module docstring, run)."""
 
 from __future__ import annotations
 
@@ -9,28 +9,18 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from deploy.cell.layout import CellLayout
 from deploy.cell.report import PositionReport
 from deploy.runtime.position_bound import COUPLING_SHARE
 from deploy.runtime.safety import CLIP, FilterResult, SafetyLimits
 from deploy.runtime.separation import (
-    CUT_CLEARANCE_TOL_M,
-    CUT_ITERATIONS,
-    CUT_SHARE_TOL,
     HOME_WAITS,
     PARTNER_STALE,
     SEPARATION_BARRIER,
     SEPARATION_INSIDE,
-    Reach,
     SeparationBarrier,
     SeparationConfig,
-    box_distance,
-    cut_share,
-    nearest,
-    separation_cut,
 )
 
 MIN_SEP = 0.1
@@ -39,148 +29,6 @@ LAYOUT = CellLayout((1.0, 0.0))  # arm 1 stands mirrored through (1, 0)
 PERIOD = 0.04
 # 1 m box each way, 0.05 m per unit at gain 1: the filter's own limits do not interfere
 LIMITS = SafetyLimits((-5.0, -5.0, -5.0), (5.0, 5.0, 5.0), max_action_rate=2.0, action_scale_m=0.05)
-
-
-def test_box_distance_spelled_out() -> None:
-    # 0.3 apart on x, 0.4 on y, overlapping on z: sqrt(0.09 + 0.16) = 0.5
-    assert box_distance((0, 0, 0), (1, 1, 1), (1.3, 1.4, 0.5), (2, 2, 2)) == pytest.approx(0.5)
-    assert box_distance((0, 0, 0), (1, 1, 1), (0.5, 0.5, 0.5), (2, 2, 2)) == 0.0
-
-
-coordinate = st.floats(-0.5, 0.5, allow_nan=False)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    corner=st.lists(coordinate, min_size=3, max_size=3),
-    size=st.lists(st.floats(0.0, 0.1), min_size=3, max_size=3),
-    moves=st.lists(st.lists(st.floats(-0.06, 0.06), min_size=3, max_size=3), max_size=4),
-    move=st.lists(st.floats(-0.06, 0.06), min_size=3, max_size=3),
-    obstacles=st.lists(
-        st.tuples(st.lists(coordinate, min_size=3, max_size=3), st.lists(st.floats(0.0, 0.3), min_size=3, max_size=3)),
-        min_size=1,
-        max_size=3,
-    ),
-)
-def test_the_cuts_clearance_is_the_distance_of_the_reach_box(corner, size, moves, move, obstacles) -> None:
-    reach = Reach(corner, [c + s for c, s in zip(corner, size, strict=True)], moves, COUPLING_SHARE)
-    boxes = [(low, [v + w for v, w in zip(low, width, strict=True)]) for low, width in obstacles]
-    assert reach.clearance(move, boxes) == pytest.approx(nearest(reach.box(move), boxes), abs=1e-12)
-
-
-def test_reach_is_the_hull_of_the_partial_sums_widened_by_coupling() -> None:
-    # moves +0.04 then -0.1 on x: partial sums 0.04, -0.06; farthest 0.06 -> coupling 0.1 x 0.06 = 0.006 every axis
-    reach = Reach((0, 0, 0), (0.01, 0, 0), [[0.04, 0, 0], [-0.1, 0, 0]], COUPLING_SHARE)
-    low, high = reach.box()
-    assert low == pytest.approx([-0.066, -0.006, -0.006])
-    assert high == pytest.approx([0.056, 0.006, 0.006])
-    low, high = reach.box([0.0, 0.0, 0.02])  # one more move: sum (-0.06, 0, 0.02)
-    assert high[2] == pytest.approx(0.02 + COUPLING_SHARE * math.hypot(0.06, 0.02))
-
-
-def test_a_command_toward_the_obstacle_is_cut_to_the_target() -> None:
-    # the reach is a point at 0; obstacle from x = 0.3: d0 = 0.3, target 0.1 + 0.5 x 0.2 = 0.2 -> at most 0.1 m on x,
-    # less the coupling of the move (0.1 x move): 1.1 x 0.05 x a <= 0.1 -> a = 1.818..., clipped by the proposal 1
-    reach = Reach((0, 0, 0), (0, 0, 0), [], COUPLING_SHARE)
-    obstacle = ((0.3, -1, -1), (1, 1, 1))
-    cut, reason = separation_cut(reach, [1.0, 0.0, 0.0], MOVE, [obstacle], MIN_SEP, 0.5)
-    assert (cut, reason) == ([1.0, 0.0, 0.0], "")
-    # ten times the step: 0.5 m per unit -> 1.1 x 0.5 x a <= 0.1 -> a = 0.1818
-    cut, reason = separation_cut(reach, [1.0, 0.3, 0.0], 0.5, [obstacle], MIN_SEP, 0.5)
-    assert reason == SEPARATION_BARRIER
-    assert cut[1] == 0.3  # the side move does not approach the obstacle: it is kept
-    # never inside the target, and short of it by at most the root finder's clearance tolerance
-    after = nearest(reach.box([u * 0.5 for u in cut]), [obstacle])
-    assert 0.2 - 1e-12 <= after <= 0.2 + CUT_CLEARANCE_TOL_M
-
-
-class Counted:
-    """A spare function (metres per share) that counts its evaluations."""
-
-    def __init__(self, fn) -> None:
-        self.fn, self.calls = fn, 0
-
-    def __call__(self, share: float) -> float:
-        self.calls += 1
-        return self.fn(share)
-
-
-def test_the_cut_share_of_a_straight_clearance_takes_one_or_two_evaluations() -> None:
-    spare = Counted(lambda s: 0.02 - 0.05 * s)  # metres: passes up to s = 0.4
-    share = cut_share(spare, spare.fn(0.0), spare.fn(1.0))
-    assert 0.0 <= spare.fn(share) <= CUT_CLEARANCE_TOL_M
-    assert spare.calls <= 2  # bisection took CUT_ITERATIONS every time
-
-
-def test_the_cut_share_where_the_clearance_bends_ends_on_the_passing_side() -> None:
-    # a clearance that falls slowly, then fast past a corner (a reach box's corner rounding an obstacle's): the
-    # secant keeps overshooting toward the corner; the share kept must still pass, within the tolerance
-    spare = Counted(lambda s: 0.01 - 0.002 * s if s < 0.6 else 0.0088 - 0.2 * (s - 0.6))
-    share = cut_share(spare, spare.fn(0.0), spare.fn(1.0))
-    assert 0.0 <= spare.fn(share) <= CUT_CLEARANCE_TOL_M
-    assert spare.calls <= CUT_ITERATIONS
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    corners=st.lists(st.tuples(st.floats(0.01, 0.99), st.floats(-0.5, 0.0)), min_size=1, max_size=4),
-    start=st.floats(0.0, 0.05),
-    end=st.floats(-0.05, -1e-6),
-)
-def test_the_cut_share_always_passes_and_never_evaluates_more_than_its_budget(corners, start, end) -> None:
-    # any continuous piecewise-linear spare from start >= 0 at 0 to end < 0 at 1, through random corners
-    xs = [0.0, *sorted({x for x, _ in corners}), 1.0]
-    ys = [start, *[dict(corners)[x] for x in xs[1:-1]], end]
-    spare = Counted(lambda s: float(np.interp(s, xs, ys)))
-    share = cut_share(spare, start, end)
-    assert 0.0 <= share < 1.0 and spare.fn(share) >= 0.0
-    assert spare.calls <= CUT_ITERATIONS
-    # it stopped for a reason: near the target, a narrow bracket about a sign change, or the budget spent
-    crossing = next(x for x in np.linspace(share, 1.0, 4097) if spare.fn(x) < 0)
-    assert spare.fn(share) <= CUT_CLEARANCE_TOL_M or crossing - share <= CUT_SHARE_TOL or spare.calls == CUT_ITERATIONS
-
-
-def test_inside_the_separation_only_moves_away_pass() -> None:
-    reach = Reach((0, 0, 0), (0, 0, 0), [], COUPLING_SHARE)
-    obstacle = ((0.05, -1, -1), (1, 1, 1))  # centre at x 0.525, y 0, z 0
-    cut, reason = separation_cut(reach, [0.5, 0.2, -0.3], MOVE, [obstacle], MIN_SEP, 0.5)
-    assert reason == SEPARATION_INSIDE
-    assert cut == [0.0, 0.2, -0.3]  # x toward it is dropped; y, z (the obstacle's centre is at 0) are away or level
-    cut, reason = separation_cut(reach, [-0.5, 0.0, 0.0], MOVE, [obstacle], MIN_SEP, 0.5)
-    assert (cut, reason) == ([-0.5, 0.0, 0.0], "")
-
-
-boxes = st.tuples(
-    st.lists(st.floats(-0.5, 0.5), min_size=3, max_size=3), st.lists(st.floats(0.0, 0.1), min_size=3, max_size=3)
-)
-commands = st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=3)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    own=boxes,
-    other=boxes,
-    in_flight=st.lists(commands, max_size=3),
-    proposed=commands,
-    fraction=st.floats(0.1, 1.0),
-)
-def test_never_plans_inside_the_separation(own, other, in_flight, proposed, fraction) -> None:
-    low = own[0]
-    high = [lo + w for lo, w in zip(*own, strict=True)]
-    o_low = other[0]
-    o_high = [lo + w for lo, w in zip(*other, strict=True)]
-    reach = Reach(low, high, [[u * MOVE for u in c] for c in in_flight], COUPLING_SHARE)
-    d0 = nearest(reach.box(), [(o_low, o_high)])
-    cut, _ = separation_cut(reach, proposed, MOVE, [(o_low, o_high)], MIN_SEP, fraction)
-    for c, p in zip(cut, proposed, strict=True):  # a cut only shrinks a component toward 0, never flips it
-        assert abs(c) <= abs(p) + 1e-12 and c * p >= 0
-    after = nearest(reach.box([u * MOVE for u in cut]), [(o_low, o_high)])
-    if d0 >= MIN_SEP:
-        assert after >= MIN_SEP + (1 - fraction) * (d0 - MIN_SEP) - 1e-9
-    else:  # inside: only moves away from the obstacle's centre pass (their coupling aside, they open the gap)
-        centre = [(a + b) / 2 for a, b in zip(*reach.box(), strict=True)]
-        for c, mine, lo, hi in zip(cut, centre, o_low, o_high, strict=True):
-            assert c * (mine - (lo + hi) / 2) >= 0
 
 
 # The part, with in-memory stand-ins for its link and the controller's parts ------------------------------------
