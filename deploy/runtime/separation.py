@@ -20,11 +20,12 @@ Euclidean, metres) from ``R(0)`` to the nearest obstacle, a command passes when 
 ``target = min_separation_m + (1 - approach_fraction) x (d0 - min_separation_m)``: the arm closes at most
 ``approach_fraction`` of the spare distance per step and never plans inside ``min_separation_m``. Otherwise the
 components that move the reach toward an obstacle are scaled down to a share that passes, found by a root finder that
-keeps the bracket (``cut_share``: regula falsi with the Illinois step, a halving whenever a step does not halve the
-bracket; the share kept has always passed); if the rest alone does not pass (coupling), the whole command is scaled.
-The share ends within ``CUT_CLEARANCE_TOL_M`` of the target's clearance or ``CUT_SHARE_TOL`` of the command, after at
-most ``CUT_ITERATIONS`` clearance evaluations (bisection took 10 every time; this takes 2-3 at the median over random
-reaches and obstacles, the cut's cost in the cell 90 -> 67 us at p50). A reach already closer
+keeps the bracket (``cut_share`` in ``deploy.runtime.separation_cut``, with the geometry: regula falsi with the
+Illinois step, a halving whenever a step does not halve the bracket; the share kept has always passed); if the rest
+alone does not pass (coupling), the whole command is scaled. The share ends within ``CUT_CLEARANCE_TOL_M`` of the
+target's clearance or ``CUT_SHARE_TOL`` of the command, after at most ``CUT_ITERATIONS`` clearance evaluations
+(bisection took 10 every time; this takes 2-3 at the median over random reaches and obstacles, the cut's cost in the
+cell 90 -> 67 us at p50). A reach already closer
 than ``min_separation_m`` (``separation_inside``: after a stale spell, the ablation) lets only components that move
 away from the obstacles' centres through (the reach's coupling allowance may still grow toward them by a tenth of
 such a move; the true gap opens, and the next state's bound shows it).
