@@ -18,6 +18,10 @@ from collections import Counter
 from deploy.cell.report import PositionReport, ReportError, decode_report
 
 MAX_DATAGRAM = 2048
+# datagrams one poll reads at most: a partner sends one report per control period, so more than a few waiting is a
+# backlog or a flood on the port, and a poll that read them all would hold the tick; the rest wait for the next poll
+# (the report kept meanwhile is older, which the barrier plans with at its true, larger age)
+MAX_DATAGRAMS_PER_POLL = 8
 LOOPBACK = "127.0.0.1"
 
 
@@ -57,18 +61,22 @@ class PartnerLink:
             self.counts["send_failures"] += 1
 
     def poll(self) -> PositionReport | None:
-        """Read every datagram that arrived; the partner's newest valid report (None before the first). Asks the
-        socket whether anything is waiting first: most polls find nothing, and a failed ``recv`` costs an exception
-        on every tick."""
-        while self._ready.poll(0):
+        """Read the datagrams that arrived (at most ``MAX_DATAGRAMS_PER_POLL``; more left waiting are counted); the
+        partner's newest valid report (None before the first). Asks the socket whether anything is waiting first:
+        most polls find nothing, and a failed ``recv`` costs an exception on every tick."""
+        for _ in range(MAX_DATAGRAMS_PER_POLL):
+            if not self._ready.poll(0):
+                return self.latest
             try:
                 data = self._sock.recv(MAX_DATAGRAM)
             except BlockingIOError:  # readable, yet nothing to take (a datagram dropped for a bad checksum)
-                break
+                return self.latest
             except OSError:  # ICMP port unreachable from an earlier send: the supervisor is gone
                 self.counts["supervisor_unreachable"] += 1
                 continue
             self._take(data)
+        if self._ready.poll(0):
+            self.counts["polls_cut_short"] += 1  # a backlog or a flood: read on at the next poll
         return self.latest
 
     def _take(self, data: bytes) -> None:
