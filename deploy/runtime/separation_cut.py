@@ -103,7 +103,8 @@ def separation_cut(
     min_separation_m: float,
     approach_fraction: float = 1.0,
 ) -> tuple[list[float], str]:
-    """Cut the Cartesian command ``proposed`` (command units) so that the reach keeps its distance (module docstring).
+    """Cut the Cartesian command ``proposed`` (command units) so that the reach keeps its distance (the rule: the
+    ``deploy.runtime.separation`` docstring, "The cut").
 
     :param reach: this arm's reach before the command.
     :param move_per_unit_m: metres one command unit moves the arm at the gain upper bound.
