@@ -1,7 +1,8 @@
 """The separation barrier of an arm in a two-arm cell: no command that could bring the grippers too close.
 
 numpy-free arithmetic, robot side; a part of the command path (``CommandPath``), run after the safety filter on every
-RUN command, and the publisher of this arm's position report (``deploy.cell.report``) after every command sent.
+RUN and RETRACT command, and the publisher of this arm's position report (``deploy.cell.report``) after every command
+sent.
 
 Reach. Where an arm can be from now on, if it sent no further command: its position bound (``StateIntake``: it holds
 the true gripper under the spec's gain range and noise) grown by the hull of the partial sums of its commands in
@@ -15,20 +16,27 @@ period; the one it may be deciding now included). Also always the partner's home
 ``home_keepout_m`` about it: a HOME moves the partner there whatever this arm does (the simulated cell teleports,
 a real arm's homing path is its own), so no arm ever plans into the other's home.
 
-The cut. With ``R(a)`` this arm's reach once command ``a`` is in flight and ``d0`` the distance (box to box,
-Euclidean, metres) from ``R(0)`` to the nearest obstacle, a command passes when ``dist(R(a), obstacles) >= target``,
-``target = min_separation_m + (1 - approach_fraction) x (d0 - min_separation_m)``: the arm closes at most
-``approach_fraction`` of the spare distance per step and never plans inside ``min_separation_m``. Otherwise the
-components that move the reach toward an obstacle are scaled down to a share that passes, found by a root finder that
-keeps the bracket (``cut_share`` in ``deploy.runtime.separation_cut``, with the geometry: regula falsi with the
-Illinois step, a halving whenever a step does not halve the bracket; the share kept has always passed); if the rest
-alone does not pass (coupling), the whole command is scaled. The share ends within ``CUT_CLEARANCE_TOL_M`` of the
-target's clearance or ``CUT_SHARE_TOL`` of the command, after at most ``CUT_ITERATIONS`` clearance evaluations
-(bisection took 10 every time; this takes 2-3 at the median over random reaches and obstacles, the cut's cost in the
-cell 90 -> 67 us at p50). A reach already closer
-than ``min_separation_m`` (``separation_inside``: after a stale spell, the ablation) lets only components that move
-away from the obstacles' centres through (the reach's coupling allowance may still grow toward them by a tenth of
-such a move; the true gap opens, and the next state's bound shows it).
+The cut. With ``R(a)`` this arm's reach once command ``a`` is in flight, ``d_j`` the distance (box to box,
+Euclidean, metres) from ``R(0)`` to obstacle ``j`` and ``floor = min_separation_m + reserve_m``: a command that
+*approaches* obstacle ``j`` (moves the reach toward it along an axis on which the two are apart) must keep
+``dist(R(a), j) >= target_j = floor + (1 - approach_fraction) x (d_j - floor)``, and may do so only while
+``d_j >= floor``; a command that does not approach ``j`` must keep ``dist(R(a), j) >= min_separation_m``. So an arm
+closes at most ``approach_fraction`` of the spare distance per step and stops short of ``floor``, never plans inside
+``min_separation_m``, and the reserve between the two is left for moves that approach nothing: every move widens the
+reach on every axis by its coupling (``COUPLING_SHARE`` of its length), and the reach's near face only recedes once
+the arm has moved, so without the reserve two arms that had closed to the separation could never part again (the
+retract after an episode stalled short of home in 83 of 200 simulated goal pairs; ``deploy.runtime.retract``).
+Components that approach an obstacle already inside the reserve are dropped; if what is left fails, its
+approaching components are scaled down to a share that passes (the rest kept), or, when the rest alone fails, the
+rest is scaled and the approach dropped. The share is found by a root finder that keeps the bracket (``cut_share`` in
+``deploy.runtime.separation_cut``, with the geometry: regula falsi with the Illinois step, a halving whenever a step
+does not halve the bracket; the share kept has always passed); it ends within ``CUT_CLEARANCE_TOL_M`` of the target's
+clearance or ``CUT_SHARE_TOL`` of the command, after at most ``CUT_ITERATIONS`` clearance evaluations (bisection took
+10 every time; this takes 2-3 at the median over random reaches and obstacles, the cut's cost in the cell 90 -> 67 us
+at p50). The reserve is ``RETREAT_RESERVE_COMMANDS`` commands' coupling: ``COUPLING_SHARE x step_m`` (8.6 mm on the
+simulated Fetch). A reach already closer than ``min_separation_m`` (``separation_inside``: after a stale spell, the
+ablation) lets only components that move away from the obstacles' centres through (the reach's coupling allowance may
+still grow toward them by a tenth of such a move; the true gap opens, and the next state's bound shows it).
 
 Why both arms together stay apart: a report made at ``t_r`` holds the partner from ``t_r`` on, plus one ``step_m``
 per command it sends after ``t_r``. Of two decisions, the later one (at ``t``) used the other arm's report of
@@ -74,6 +82,7 @@ DEFAULT_MIN_SEPARATION_M = 0.10  # the cell's rule: gripper centres at least thi
 DEFAULT_STALE_S = 0.12  # three control periods at 25 Hz (seconds)
 DEFAULT_APPROACH_FRACTION = 0.5
 DEFAULT_HOME_KEEPOUT_M = 0.03  # half-width of the box about the partner's home (metres)
+RETREAT_RESERVE_COMMANDS = 1.0  # the reserve an approach leaves: the coupling of this many full commands (see cut)
 
 
 class ArmState(Protocol):
@@ -203,6 +212,9 @@ class SeparationBarrier:
         # at the gain the safety filter plans with (the spec's bound times its barrier_gain_margin: a faster motor)
         self.move_per_unit_m = limits.action_scale_m * limits.actuator_gain_max * limits.barrier_gain_margin
         self.step_m = self.move_per_unit_m * limits.max_action * (1.0 + COUPLING_SHARE * math.sqrt(dims))
+        # the band above min_separation_m an approach leaves for moves away, whose coupling widens the reach toward
+        # the partner: without it two arms parked at the separation could never part (each move away shrank it)
+        self.reserve_m = RETREAT_RESERVE_COMMANDS * COUPLING_SHARE * self.step_m
 
     @property
     def attached(self) -> bool:
@@ -291,6 +303,7 @@ class SeparationBarrier:
             self.obstacles(report, age),
             self.config.min_separation_m,
             self.config.approach_fraction,
+            self.reserve_m,
         )
         if not reason:
             return result

@@ -69,15 +69,17 @@ class Reach:
             [b + r + c for b, r in zip(self.high, hi, strict=True)],
         )
 
-    def clearance(self, move: Sequence[float], obstacles: Sequence[Box]) -> float:
-        """``nearest(self.box(move), obstacles)`` without building the box (the cut's inner loop; metres)."""
+    def spare(self, move: Sequence[float], obstacles: Sequence[Box], required: Sequence[float]) -> float:
+        """The least, over ``obstacles``, of the distance from ``self.box(move)`` to obstacle ``j`` less
+        ``required[j]`` (metres; with zeros, the distance to the nearest), without building the box: the cut's inner
+        loop."""
         dims = range(len(self.low))
         total = [self._total[k] + move[k] for k in dims]
         c = self.coupling * max(self._far, math.hypot(*total))
         low = [self.low[k] + min(self._lo[k], total[k]) - c for k in dims]
         high = [self.high[k] + max(self._hi[k], total[k]) + c for k in dims]
-        best = math.inf
-        for o_low, o_high in obstacles:
+        worst = math.inf
+        for (o_low, o_high), need in zip(obstacles, required, strict=True):
             sq = 0.0
             for k in dims:
                 gap = o_low[k] - high[k]
@@ -85,9 +87,8 @@ class Reach:
                     gap = low[k] - o_high[k]
                 if gap > 0.0:
                     sq += gap * gap
-            if sq < best:
-                best = sq
-        return math.sqrt(best)
+            worst = min(worst, math.sqrt(sq) - need)
+        return worst
 
 
 def nearest(box: tuple[Sequence[float], Sequence[float]], obstacles: Sequence[Box]) -> float:
@@ -102,6 +103,7 @@ def separation_cut(
     obstacles: Sequence[Box],
     min_separation_m: float,
     approach_fraction: float = 1.0,
+    reserve_m: float = 0.0,
 ) -> tuple[list[float], str]:
     """Cut the Cartesian command ``proposed`` (command units) so that the reach keeps its distance (the rule: the
     ``deploy.runtime.separation`` docstring, "The cut").
@@ -109,47 +111,70 @@ def separation_cut(
     :param reach: this arm's reach before the command.
     :param move_per_unit_m: metres one command unit moves the arm at the gain upper bound.
     :param obstacles: boxes (low, high; metres, this arm's frame) to keep ``min_separation_m`` from.
+    :param reserve_m: the band above ``min_separation_m`` an approach leaves free (metres): a command may spend it
+        on an obstacle it does not approach (its coupling widens the reach toward it), never on one it approaches.
     :returns: the command to send (command units) and the reason ("" when it passed unchanged).
     """
     command = [float(v) for v in proposed]
     low0, high0 = reach.box()
-    d0 = nearest((low0, high0), obstacles)
+    dists = [box_distance(low0, high0, o_low, o_high) for o_low, o_high in obstacles]
+    d0 = min(dists, default=math.inf)
     if not command or not any(command) or not math.isfinite(d0):
         return command, ""
     if d0 < min_separation_m:
         cut = list(command)
         centre = [(a + b) / 2 for a, b in zip(low0, high0, strict=True)]
-        for o_low, o_high in obstacles:
-            if box_distance(low0, high0, o_low, o_high) >= min_separation_m:
+        for (o_low, o_high), d in zip(obstacles, dists, strict=True):
+            if d >= min_separation_m:
                 continue
             for k, (c, ol, oh) in enumerate(zip(centre, o_low, o_high, strict=True)):
                 if cut[k] * (c - (ol + oh) / 2) < 0:
                     cut[k] = 0.0
         return cut, (SEPARATION_INSIDE if cut != command else "")
-    target = min_separation_m + (1.0 - approach_fraction) * (d0 - min_separation_m)
-
-    def spare(candidate: list[float]) -> float:  # clearance beyond the target (metres; >= 0 passes)
-        return reach.clearance([u * move_per_unit_m for u in candidate], obstacles) - target
-
-    spare_full = spare(command)
-    if spare_full >= 0.0:
-        return command, ""
-    toward = [
-        any((u > 0 and high0[k] < o_low[k]) or (u < 0 and low0[k] > o_high[k]) for o_low, o_high in obstacles)
-        for k, u in enumerate(command)
+    floor = min_separation_m + reserve_m  # an approach stops here; the reserve below it is for other moves
+    dims = range(len(command))
+    sides = []  # per obstacle: the sign of the move along each axis that approaches it (0: they overlap on that axis)
+    targets = []  # per obstacle: the clearance a command approaching it keeps (None: it is in the reserve; no approach)
+    allowed = list(command)
+    for (o_low, o_high), d in zip(obstacles, dists, strict=True):
+        side = [1 if high0[k] < o_low[k] else -1 if low0[k] > o_high[k] else 0 for k in dims]
+        sides.append(side)
+        if d >= floor:
+            targets.append(floor + (1.0 - approach_fraction) * (d - floor))
+            continue
+        targets.append(None)
+        for k in dims:  # components that approach an obstacle already in the reserve are dropped
+            if allowed[k] * side[k] > 0:
+                allowed[k] = 0.0
+    need = [  # per obstacle, the clearance any share > 0 of ``allowed`` (or of its approach) must keep
+        min_separation_m if target is None or not any(allowed[k] * side[k] > 0 for k in dims) else target
+        for target, side in zip(targets, sides, strict=True)
     ]
 
+    def spare_of(candidate: list[float], need: list[float]) -> float:  # metres beyond what it must keep; >= 0 passes
+        return reach.spare([u * move_per_unit_m for u in candidate], obstacles, need)
+
+    spare_allowed = spare_of(allowed, need)
+    if spare_allowed >= 0.0:
+        return allowed, ("" if allowed == command else SEPARATION_BARRIER)
+    toward = [any(u * side[k] > 0 for side in sides) for k, u in enumerate(allowed)]
+
     def toward_scaled(share: float) -> list[float]:
-        return [u * share if t else u for u, t in zip(command, toward, strict=True)]
+        return [u * share if t else u for u, t in zip(allowed, toward, strict=True)]
 
-    def scaled(share: float) -> list[float]:
-        return [u * share for u in command]
-
-    shape, spare_none = scaled, d0 - target  # no command: the reach as it is
-    if any(toward) and (spare_rest := spare(toward_scaled(0.0))) >= 0.0:
-        shape, spare_none = toward_scaled, spare_rest
-    share = cut_share(lambda s: spare(shape(s)), spare_none, spare_full)
-    return shape(share), SEPARATION_BARRIER
+    rest = toward_scaled(0.0)  # the components that approach no obstacle
+    spare_none = d0 - min_separation_m  # no command: the reach as it is
+    if not any(rest):  # every component approaches: scale them together
+        share = cut_share(lambda s: spare_of([u * s for u in allowed], need), spare_none, spare_allowed)
+        return [u * share for u in allowed], SEPARATION_BARRIER
+    need_rest = [min_separation_m] * len(obstacles)  # the rest approaches nothing
+    spare_rest = spare_of(rest, need_rest) if any(toward) else spare_allowed
+    if any(toward) and spare_rest >= 0.0:  # the rest passes whole: scale only the approach
+        share = cut_share(lambda s: spare_of(toward_scaled(s), need), spare_rest, spare_allowed)
+        return toward_scaled(share), SEPARATION_BARRIER
+    # no approach this step: as much of the rest as keeps the separation (its coupling may spend the reserve)
+    share = cut_share(lambda s: spare_of([u * s for u in rest], need_rest), spare_none, spare_rest)
+    return [u * share for u in rest], SEPARATION_BARRIER
 
 
 def cut_share(spare: Callable[[float], float], spare_none: float, spare_full: float) -> float:

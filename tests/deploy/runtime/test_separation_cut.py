@@ -50,10 +50,15 @@ coordinate = st.floats(-0.5, 0.5, allow_nan=False)
         max_size=3,
     ),
 )
-def test_the_cuts_clearance_is_the_distance_of_the_reach_box(corner, size, moves, move, obstacles) -> None:
+def test_the_cuts_spare_is_the_distance_of_the_reach_box_less_what_is_required(
+    corner, size, moves, move, obstacles
+) -> None:
     reach = Reach(corner, [c + s for c, s in zip(corner, size, strict=True)], moves, COUPLING_SHARE)
     boxes = [(low, [v + w for v, w in zip(low, width, strict=True)]) for low, width in obstacles]
-    assert reach.clearance(move, boxes) == pytest.approx(nearest(reach.box(move), boxes), abs=1e-12)
+    assert reach.spare(move, boxes, [0.0] * len(boxes)) == pytest.approx(nearest(reach.box(move), boxes), abs=1e-12)
+    required = [0.1 * (j + 1) for j in range(len(boxes))]
+    worst = min(box_distance(*reach.box(move), *box) - need for box, need in zip(boxes, required, strict=True))
+    assert reach.spare(move, boxes, required) == pytest.approx(worst, abs=1e-12)
 
 
 def test_reach_is_the_hull_of_the_partial_sums_widened_by_coupling() -> None:
@@ -144,28 +149,84 @@ boxes = st.tuples(
 commands = st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=3)
 
 
-@settings(max_examples=300, deadline=None)
+def approaches(command: list[float], low: list[float], high: list[float], o_low, o_high) -> bool:
+    """Whether ``command`` moves the box (low, high) toward the obstacle on an axis on which the two are apart."""
+    return any(
+        (u > 0 and h < ol) or (u < 0 and lo > oh)
+        for u, lo, h, ol, oh in zip(command, low, high, o_low, o_high, strict=True)
+    )
+
+
+@settings(max_examples=400, deadline=None)
 @given(
     own=boxes,
-    other=boxes,
+    others=st.lists(boxes, min_size=1, max_size=2),
     in_flight=st.lists(commands, max_size=3),
     proposed=commands,
     fraction=st.floats(0.1, 1.0),
+    reserve=st.floats(0.0, 0.02),
 )
-def test_never_plans_inside_the_separation(own, other, in_flight, proposed, fraction) -> None:
+def test_never_plans_inside_the_separation(own, others, in_flight, proposed, fraction, reserve) -> None:
     low = own[0]
     high = [lo + w for lo, w in zip(*own, strict=True)]
-    o_low = other[0]
-    o_high = [lo + w for lo, w in zip(*other, strict=True)]
+    obstacles = [(o[0], [lo + w for lo, w in zip(*o, strict=True)]) for o in others]
     reach = Reach(low, high, [[u * MOVE for u in c] for c in in_flight], COUPLING_SHARE)
-    d0 = nearest(reach.box(), [(o_low, o_high)])
-    cut, _ = separation_cut(reach, proposed, MOVE, [(o_low, o_high)], MIN_SEP, fraction)
+    box0 = reach.box()
+    cut, _ = separation_cut(reach, proposed, MOVE, obstacles, MIN_SEP, fraction, reserve)
     for c, p in zip(cut, proposed, strict=True):  # a cut only shrinks a component toward 0, never flips it
         assert abs(c) <= abs(p) + 1e-12 and c * p >= 0
-    after = nearest(reach.box([u * MOVE for u in cut]), [(o_low, o_high)])
-    if d0 >= MIN_SEP:
-        assert after >= MIN_SEP + (1 - fraction) * (d0 - MIN_SEP) - 1e-9
-    else:  # inside: only moves away from the obstacle's centre pass (their coupling aside, they open the gap)
-        centre = [(a + b) / 2 for a, b in zip(*reach.box(), strict=True)]
-        for c, mine, lo, hi in zip(cut, centre, o_low, o_high, strict=True):
-            assert c * (mine - (lo + hi) / 2) >= 0
+    after = reach.box([u * MOVE for u in cut])
+    d0 = nearest(box0, obstacles)
+    if (
+        d0 < MIN_SEP
+    ):  # inside: only moves away from the obstacle's centre pass (their coupling aside, they open the gap)
+        centre = [(a + b) / 2 for a, b in zip(*box0, strict=True)]
+        for o_low, o_high in obstacles:
+            if box_distance(*box0, o_low, o_high) < MIN_SEP:
+                for c, mine, lo, hi in zip(cut, centre, o_low, o_high, strict=True):
+                    assert c * (mine - (lo + hi) / 2) >= 0
+        return
+    floor = MIN_SEP + reserve
+    for o_low, o_high in obstacles:
+        d = box_distance(*box0, o_low, o_high)
+        clear = box_distance(*after, o_low, o_high)
+        assert clear >= MIN_SEP - 1e-9  # never inside the separation, whatever the command
+        if approaches(cut, *box0, o_low, o_high):  # an approach only from outside the reserve, and only so far
+            assert d >= floor
+            assert clear >= floor + (1 - fraction) * (d - floor) - 1e-9
+
+
+def test_arms_parked_in_the_reserve_can_still_part() -> None:
+    # the reach is a point at 0; the obstacle 0.107 m away on x, overlapping on y and z: inside the 1 cm reserve.
+    # Toward it (+x) nothing passes; sideways (y) and away (-x) pass, their coupling (5 mm) spending the reserve
+    reach = Reach((0, 0, 0), (0, 0, 0), [], COUPLING_SHARE)
+    obstacle = ((0.107, -1, -1), (1, 1, 1))
+    cut, reason = separation_cut(reach, [1.0, 0.5, 0.0], MOVE, [obstacle], MIN_SEP, 0.5, reserve_m=0.01)
+    assert reason == SEPARATION_BARRIER and cut == [0.0, 0.5, 0.0]
+    cut, reason = separation_cut(reach, [-1.0, 0.0, 0.0], MOVE, [obstacle], MIN_SEP, 0.5, reserve_m=0.01)
+    assert (cut, reason) == ([-1.0, 0.0, 0.0], "")
+    # without a reserve the same pair could not part: the approach took the reach to the separation itself, and
+    # every move's coupling (0.1 x its length on each axis) would cross it
+    at_separation = ((0.1001, -1, -1), (1, 1, 1))
+    cut, _ = separation_cut(reach, [0.0, 1.0, 0.0], MOVE, [at_separation], MIN_SEP, 0.5, reserve_m=0.0)
+    assert abs(cut[1]) < 0.05
+
+
+def test_an_approach_stops_at_the_reserve() -> None:
+    # obstacle 0.3 m away on x: with a 2 cm reserve the approach aims at 0.12 + 0.5 x (0.3 - 0.12) = 0.21 m
+    reach = Reach((0, 0, 0), (0, 0, 0), [], COUPLING_SHARE)
+    obstacle = ((0.3, -1, -1), (1, 1, 1))
+    cut, reason = separation_cut(reach, [1.0, 0.0, 0.0], 0.5, [obstacle], MIN_SEP, 0.5, reserve_m=0.02)
+    assert reason == SEPARATION_BARRIER
+    after = nearest(reach.box([u * 0.5 for u in cut]), [obstacle])
+    assert 0.21 - 1e-12 <= after <= 0.21 + CUT_CLEARANCE_TOL_M
+
+
+def test_a_near_obstacle_does_not_block_a_move_it_is_not_in_the_way_of() -> None:
+    # the partner's reach 0.105 m away on +x (in the reserve), the partner's home box 0.3 m below: moving down
+    # approaches only the home box, far away, and passes; a single nearest distance once froze such an arm
+    reach = Reach((0, 0, 0), (0, 0, 0), [], COUPLING_SHARE)
+    partner = ((0.105, -1, -1), (1, 1, 1))
+    home = ((-1, -1, -1), (-0.5, 1, -0.3))
+    cut, reason = separation_cut(reach, [0.0, 0.0, -0.6], MOVE, [partner, home], MIN_SEP, 0.5, reserve_m=0.01)
+    assert (cut, reason) == ([0.0, 0.0, -0.6], "")
