@@ -56,6 +56,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
+from deploy.runtime.retract import CELL_RETRACT_STEPS  # noqa: E402
 from deploy.runtime.separation import SeparationBarrier  # noqa: E402  (robot side only: light to import)
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -187,7 +188,7 @@ def _run_arms(
             processes.append(process)
         if during is not None:
             during()
-        budget = case["episodes"] * (case["steps"] + 8) * 0.04 * 2 + RUN_SLACK_S
+        budget = case["episodes"] * (case["steps"] + CELL_RETRACT_STEPS + 8) * 0.04 * 2 + RUN_SLACK_S
         arms = []
         for parent in pipes:
             if not parent.poll(max(1.0, budget - (time.monotonic() - started))):

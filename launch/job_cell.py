@@ -100,6 +100,7 @@ def run_cell(config: dict[str, Any]) -> dict[str, Any]:
                 realtime_priority=config["realtime_priority"],
                 cpu=None if config["arm_cpus"] is None else config["arm_cpus"][arm],
                 cpu_latency_us=config["cpu_latency_us"],
+                retract_steps=config["retract_steps"],
             )
             parent, child = ctx.Pipe()
             process = ctx.Process(target=arm_process_main, args=(child, job, done), name=f"cell-arm-{arm}")
@@ -107,7 +108,8 @@ def run_cell(config: dict[str, Any]) -> dict[str, Any]:
             child.close()
             processes.append(process)
             pipes.append(parent)
-        budget = config["episodes"] * (config["episode_steps"] + HOMING_STEPS) * cell.period_s * 2 + RUN_SLACK_S
+        steps = config["episode_steps"] + config["retract_steps"] + HOMING_STEPS
+        budget = config["episodes"] * steps * cell.period_s * 2 + RUN_SLACK_S
         arms = []
         for arm, parent in enumerate(pipes):
             if not parent.poll(max(1.0, budget - (time.monotonic() - started))):

@@ -12,6 +12,7 @@ from deploy.contract import MAX_DELAY_STEPS
 from deploy.runtime.backends import BACKEND_NAMES
 from deploy.runtime.cpu_latency import MAX_CPU_LATENCY_US
 from deploy.runtime.exploration import DEFAULT_STD_SCALE
+from deploy.runtime.retract import CELL_RETRACT_STEPS
 from launch.schema import Field, Section
 
 VARIANTS = ("fp32", "fp16", "int8", "engine")
@@ -133,6 +134,13 @@ CELL_JOB = Section(
         "barrier": Field("bool", True, doc="the separation barrier cuts commands (false: the ablation)"),
         "start_together": Field(
             "bool", True, doc="an arm homes for its next episode only once its partner has ended its own too"
+        ),
+        "retract_steps": Field(
+            "int",
+            CELL_RETRACT_STEPS,
+            low=0,
+            high=10_000,
+            doc="after each episode, control steps an arm may take back toward home under its barrier before its HOME",
         ),
         "supervisor_port": Field("int", SUPERVISOR_PORT, low=1024, high=65535, doc="the supervisor's UDP port"),
         "realtime_priority": Field(

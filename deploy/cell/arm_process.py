@@ -22,6 +22,7 @@ from deploy.cell.policy_input import cell_arm_contract, is_cell_arm, robot_contr
 from deploy.cell.scripted import SCRIPTED, scripted_policy
 from deploy.contract import ObservationContract
 from deploy.runtime.loop_config import LoopConfig
+from deploy.runtime.retract import CELL_RETRACT_STEPS
 from deploy.runtime.separation import SeparationBarrier, SeparationConfig
 
 # park episodes an arm serves at most while its partner finishes (a partner that lost this many episodes' time to
@@ -54,6 +55,8 @@ class ArmJob:
     :param cpu_latency_us: the CPUs' idle exit latency held while the runtime runs (microseconds; None: not asked),
         as ``LoopConfig.cpu_latency_us``.
     :param startup_timeout_s: seconds to wait for the arm's first valid state (``LoopConfig.startup_timeout_s``).
+    :param retract_steps: after each episode, control steps the arm may take back toward home under its filter and
+        barrier before its HOME (``LoopConfig.retract_max_steps``; 0: it homes at once).
     """
 
     port: str
@@ -70,6 +73,7 @@ class ArmJob:
     cpu: int | None = None
     cpu_latency_us: int | None = None
     startup_timeout_s: float = LoopConfig.startup_timeout_s
+    retract_steps: int = CELL_RETRACT_STEPS
 
     @property
     def arm(self) -> int:
@@ -135,6 +139,7 @@ def run_arm(
             cpu=job.cpu,
             cpu_latency_us=job.cpu_latency_us,
             startup_timeout_s=job.startup_timeout_s,
+            retract_max_steps=job.retract_steps,
         ),
         barrier_class=barrier_class,
     )

@@ -15,6 +15,7 @@ The parts, each with its own fields and tests:
     EpisodeTracker (episodes.py)       the goals served and their results
     CommandPath    (command_path.py)   observation -> guarded policy -> safety filter; the previous command
     CommandLine    (command_line.py)   the commands in flight and the policy's action history
+    Retraction     (retract.py)        the retract toward home after an episode (a cell arm)
     StopLatch      (stop_latch.py)     the e-stop in force and its acknowledgement
     Outbox         (outbox.py)         what is sent (commands noted where they are kept); a command this tick?
     TickPacer      (tick_pacer.py)     the tick's deadline, missed periods skipped
@@ -59,6 +60,7 @@ from deploy.runtime.outbox import Outbox
 from deploy.runtime.policy_guard import PolicyGuard
 from deploy.runtime.policy_worker import PolicyWorker
 from deploy.runtime.realtime import enter_realtime, pin_threads
+from deploy.runtime.retract import RetractedEpisodes, Retraction
 from deploy.runtime.robot_link import RobotLink
 from deploy.runtime.robot_resets import ResetHistory
 from deploy.runtime.run_report import RunReport
@@ -154,8 +156,18 @@ class Controller:
         guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock, check_policy_id(policy_id), worker)
         self.path = CommandPath(contract, limits, self.line, guard, separation)
         self.collector = SlackCollector()
+        self.retraction = Retraction(
+            spec.home_position_m,
+            self.config.retract_tolerance_m,
+            self.config.retract_max_steps,
+            limits.action_scale_m,
+            limits.max_action,
+            contract.action_dim,
+            self.counts,
+        )
         if separation is not None:  # the barrier plans from this arm's bound, position and commands in flight
-            separation.attach(limits, self.period_s, contract.position_slice, self.intake, self.line, self.episodes)
+            retracted = RetractedEpisodes(self.episodes, lambda: self.sm.state is LoopState.RETRACT)
+            separation.attach(limits, self.period_s, contract.position_slice, self.intake, self.line, retracted)
         self.outbox = Outbox(self.robot_link, clock, self.line, self.intake, self.path, self.counts)
         self.recorder = TickRecorder(clock, self.episodes)
         self.exit_stop = ExitStop(self.robot_link, self.latch, clock, self.period_s, self.config.stop_ack_timeout_s)

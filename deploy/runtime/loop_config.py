@@ -60,6 +60,10 @@ class LoopConfig:
         it); None asks nothing. Every tick begins with a wake from idle; on the 2-core benchmark VM holding 0 took a
         single arm's tick p99 from 1.11 to 0.70 ms and a cell arm's from 1.06-1.13 to 0.77-0.89 ms (SCHED_FIFO;
         ``deploy.runtime.cpu_latency``, ``benchmarks/results/control_loop_cpu_latency.md``).
+    :param retract_max_steps: after each episode, drive the gripper back toward the spec's home through the filter
+        (and a cell arm's separation barrier) for at most this many control steps before the HOME
+        (``deploy.runtime.retract``); 0: the HOME goes at once (an arm alone: nothing else is in its way).
+    :param retract_tolerance_m: the retract is over once the gripper is this close to home (metres).
     :param freeze_gc: move everything allocated before the loop into the GC's permanent generation and turn the
         automatic collector off for the run: the loop collects in each tick's slack, after its command went out
         (``deploy.runtime.slack_collector``), never between a state and its answer.
@@ -88,6 +92,8 @@ class LoopConfig:
     cpu: int | None = None
     cpu_latency_us: int | None = None
     freeze_gc: bool = True
+    retract_max_steps: int = 0
+    retract_tolerance_m: float = 0.02
 
     def __post_init__(self) -> None:
         if self.realtime_priority is not None and not 1 <= self.realtime_priority <= MAX_RT_PRIORITY:
@@ -110,9 +116,14 @@ class LoopConfig:
             "policy_fault_stop_s",
             "stop_ack_timeout_s",
             "robot_reset_window_s",
+            "retract_tolerance_m",
         ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.retract_max_steps < 0:
+            raise ValueError(
+                f"retract_max_steps must be >= 0 control steps (0: no retract), got {self.retract_max_steps}"
+            )
         if self.max_robot_resets < 0:
             raise ValueError(
                 f"max_robot_resets must be >= 0 (0: the first restart or unrequested home ends the run), got "

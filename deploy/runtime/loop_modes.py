@@ -5,8 +5,9 @@ what to command given the loop's mode (``state_machine.LoopState``); it asks the
 ``Homing``, ``ResetHistory``, ``EpisodeTracker``, ``CommandPath``, ``StopLatch``) and acts through the controller's
 actions (enter a mode; stop; record) and its ``Outbox`` (a command, a heartbeat, an e-stop). The modes with more to
 do have their own handlers: RUN ``RunTicks`` (``loop_run.py``), HOMING and the start of an episode ``HomingTicks``
-(``loop_homing.py``), SAFE_STOP ``SafeStopTicks`` (``loop_safe_stop.py``), the robot's own resets and a reopened port
-``ResetTicks`` (``loop_resets.py``). Its own state is the count of accepted states in HOLD. Per mode:
+(``loop_homing.py``), RETRACT ``RetractTicks`` (``loop_retract.py``), SAFE_STOP ``SafeStopTicks``
+(``loop_safe_stop.py``), the robot's own resets and a reopened port ``ResetTicks`` (``loop_resets.py``). Its own
+state is the count of accepted states in HOLD. Per mode:
 
     any mode   robot e-stop flag -> SAFE_STOP; the state is checked first (``StateIntake.check``); a state with a
                value that is NaN/inf once cast to float32 (what the policy takes) is invalid, never checked
@@ -21,10 +22,13 @@ do have their own handlers: RUN ``RunTicks`` (``loop_run.py``), HOMING and the s
     HOMING     the accepted HOMED state without ESTOP_ACTIVE -> RUN; no answer after ``Homing.retry_ticks()`` ->
                resend HOME; ``max_home_retries`` resent in a row without an answer -> SAFE_STOP
     RUN        policy -> safety filter -> command (``CommandPath``, planned from the checker's bounds); a full episode
-               -> the next one; the e-stop reported active -> SAFE_STOP; a HOMED state no HOME awaits (the robot
-               homed by itself) or a confirmed restart -> HOLD, the episode aborted, re-home; more than
+               -> RETRACT (a cell arm; ``RetractTicks``) or the next one; the e-stop reported active -> SAFE_STOP;
+               a HOMED state no HOME awaits (the robot homed by itself) or a confirmed restart -> HOLD, the episode
+               aborted, re-home; more than
                ``max_robot_resets`` of those within ``robot_reset_window_s`` -> SAFE_STOP and DONE
-    (HOLD, HOMING, RUN) an implausible, non-finite or malformed state -> hold and count; the stops
+    RETRACT    toward home through the filter and the barrier (``Retraction``), then the next episode as after RUN;
+               the e-stop reported active -> SAFE_STOP; a HOMED state no HOME awaits -> HOLD, re-home
+    (HOLD, HOMING, RUN, RETRACT) an implausible, non-finite or malformed state -> hold and count; the stops
                ``StateIntake.reject`` calls for (in a row, too often, not following, stale)
                -> SAFE_STOP
 """
@@ -41,6 +45,7 @@ from deploy.runtime.diagnostics import NAN_STATES, startup_failure
 from deploy.runtime.homing import ROUND_TRIP_UNMEASURED
 from deploy.runtime.loop_homing import HomingTicks
 from deploy.runtime.loop_resets import ResetTicks
+from deploy.runtime.loop_retract import RetractTicks
 from deploy.runtime.loop_run import RunTicks
 from deploy.runtime.loop_safe_stop import ESTOP_ACTIVE, ESTOP_FROM_ROBOT, SafeStopTicks
 from deploy.runtime.safety import IMPLAUSIBLE_STATE, NAN_STATE, POLICY_FAULT
@@ -55,9 +60,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ACTIVE_MODES = (LoopState.WAIT_FRESH, LoopState.HOLD, LoopState.HOMING, LoopState.RUN)  # a robot e-stop stops these
-CHECKED_MODES = (LoopState.HOLD, LoopState.HOMING, LoopState.RUN)  # modes where a bad state costs a held tick
-HOMING_MODES = (LoopState.HOMING, LoopState.RUN)  # modes in which a HOMED state answers (or not) this episode's HOME
+MOVING_MODES = (LoopState.RUN, LoopState.RETRACT)  # modes that send motion commands (through the filter)
+ACTIVE_MODES = (LoopState.WAIT_FRESH, LoopState.HOLD, LoopState.HOMING, *MOVING_MODES)  # a robot e-stop stops these
+CHECKED_MODES = (LoopState.HOLD, LoopState.HOMING, *MOVING_MODES)  # modes where a bad state costs a held tick
+HOMING_MODES = (LoopState.HOMING, *MOVING_MODES)  # modes in which a HOMED state answers (or not) this episode's HOME
 MALFORMED_STATE = "malformed_state"  # reason of a tick whose states were all dropped at decode (state_frames.py)
 ESTOP_ACTIVE_IN_RUN = "robot_estop_active_in_run"  # count: the robot reported its e-stop latched while in RUN
 ROUND_TRIP_OUTLIERS = "round_trip_outliers"  # count: line round trips longer than watchdog_stop_s, not sampled
@@ -78,6 +84,7 @@ class ModeRules:
         self.hold_count = 0  # accepted states in a row in HOLD
         self.homing = HomingTicks(controller)
         self.resets = ResetTicks(controller)
+        self.retract = RetractTicks(controller, self)
 
     # A fresh state arrived --------------------------------------------------------------------------------------
     def on_state(self, t_in: float, msg: StateMsg) -> TickRecord | None:
@@ -92,9 +99,11 @@ class ModeRules:
         if msg.flags & ESTOP_FROM_ROBOT and state in ACTIVE_MODES:
             ctl.safe_stop("robot reports an e-stop", send_estop=False)
             return None
-        if msg.flags & ESTOP_ACTIVE and state is LoopState.RUN:  # a latched stop: our commands are not executed
+        if msg.flags & ESTOP_ACTIVE and state in MOVING_MODES:  # a latched stop: our commands are not executed
             ctl.counts[ESTOP_ACTIVE_IN_RUN] += 1
-            ctl.safe_stop("the robot reports its e-stop active in RUN: it executes no command; episode aborted")
+            ctl.safe_stop(
+                f"the robot reports its e-stop active in {state.name}: it executes no command; episode aborted"
+            )
             return None
         if state is LoopState.SAFE_STOP:
             if not self.stopped.on_state(msg, verdict):
@@ -111,6 +120,8 @@ class ModeRules:
             return self._hold_tick(msg, verdict)
         if msg.flags & HOMED and state in HOMING_MODES and not self.resets.asked_for(state, verdict):
             self.hold_count = 0
+            if state is LoopState.RETRACT:
+                return self.retract.homed_by_itself(msg)
             return self.resets.unrequested_home(msg)
         if verdict.restart:
             self.hold_count = 0
@@ -123,6 +134,8 @@ class ModeRules:
             return self._hold_tick(msg, verdict)
         if state is LoopState.HOMING:
             return self._policy_tick(t_in, msg) if self.homing.on_state(t_in, msg) else None
+        if state is LoopState.RETRACT:
+            return self.retract.on_state(t_in, msg)
         return self._policy_tick(t_in, msg)
 
     def note_accepted(self) -> None:
@@ -152,10 +165,10 @@ class ModeRules:
         self.hold_count = self.hold_count + 1 if verdict.accepted else 0
         ctl.outbox.command(ctl.hold)
         if self.hold_count >= ctl.config.hold_ticks and self._round_trip_known(msg):
-            self._next_episode()
+            self.next_episode()
         return ctl.record(msg, EMPTY, ctl.hold, ctl.hold, (), float("nan"), False)
 
-    def _next_episode(self) -> None:
+    def next_episode(self) -> None:
         """HOME for the next episode (``HomingTicks``); a cell arm whose partner's report is stale (or, starting
         together, whose partner has not ended its episode yet) holds instead: nothing moves while the partner is stale
         (``CommandPath.may_home``), and HOLD asks again. With no goal left
@@ -180,18 +193,17 @@ class ModeRules:
         return known
 
     def _policy_tick(self, t_in: float, msg: StateMsg) -> TickRecord | None:
-        """RUN, on an accepted state: end a full episode, else ask the policy, filter, send (``RunTicks``)."""
+        """RUN, on an accepted state: end a full episode (then retract, or the next one), else ask the policy,
+        filter, send (``RunTicks``)."""
         ctl = self.ctl
         episodes = ctl.episodes
         if episodes.full:
             episodes.end(msg.state, aborted=False)
-            self._next_episode()
-            return None
+            return self.retract.begin(t_in, msg)
         if ended := ctl.intake.episode_end_reason():  # the task cannot go on (the block fell off the table)
             ctl.interventions.add((ended,))
             episodes.end(msg.state, aborted=True, reason=ended)
-            self._next_episode()
-            return None
+            return self.retract.begin(t_in, msg)
         return self.run.on_state(t_in, msg)
 
     # No fresh state this period ---------------------------------------------------------------------------------
@@ -202,7 +214,7 @@ class ModeRules:
         rejected = ctl.robot_link.take_rejected()
         if rejected and state in CHECKED_MODES:  # states came but were malformed: hold and count, like implausible
             return self.rejected_tick(None, (MALFORMED_STATE, *sorted({f"malformed_{r}" for r in rejected})))
-        if state is LoopState.RUN:
+        if state in MOVING_MODES:
             return self.run.on_silence(now)
         if state is LoopState.HOLD:
             self.hold_count = 0

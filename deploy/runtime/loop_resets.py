@@ -43,7 +43,8 @@ class ResetTicks:
 
     def asked_for(self, state: LoopState, verdict: Verdict) -> bool:
         """A HOMED state in HOMING or RUN: whether a HOME of this episode awaited it (``Homing.asked_for``)."""
-        asked, late = self.ctl.homing.asked_for(state is LoopState.RUN, verdict.accepted)
+        in_motion = state in (LoopState.RUN, LoopState.RETRACT)  # a resent HOME's late answer may come in either
+        asked, late = self.ctl.homing.asked_for(in_motion, verdict.accepted)
         if late:
             self.ctl.counts[LATE_HOME_ANSWERS] += 1  # sent before any command of the episode: nothing was applied
         return asked
@@ -96,7 +97,7 @@ class ResetTicks:
         acknowledged by any state of the new link that reports it."""
         ctl = self.ctl
         ctl.latch.forget_numbering()
-        if ctl.sm.state not in (LoopState.HOMING, LoopState.RUN):
+        if ctl.sm.state not in (LoopState.HOMING, LoopState.RUN, LoopState.RETRACT):
             return
         ctl.counts[RECONNECT_REHOMES] += 1
         logger.warning("tick %d: the port was reopened in %s; holding to re-home", ctl.tick, ctl.sm.state.name)

@@ -1,15 +1,17 @@
 """The control loop's operating states and the transitions allowed between them.
 
-    CONNECT -> WAIT_FRESH -> HOLD -> HOMING -> RUN -> HOMING -> RUN ... -> DONE
+    CONNECT -> WAIT_FRESH -> HOLD -> HOMING -> RUN [-> RETRACT] -> HOMING -> RUN ... -> DONE
                    ^          ^                       |
-                   |          +-----------------------+   (HOMING or RUN -> HOLD: the robot restarted; re-home)
-                   +---------- SAFE_STOP <------------+   (from WAIT_FRESH, HOLD, HOMING or RUN)
+                   |          +-----------------------+   (HOMING, RUN or RETRACT -> HOLD: the robot restarted)
+                   +---------- SAFE_STOP <------------+   (from WAIT_FRESH, HOLD, HOMING, RUN or RETRACT)
 
 - CONNECT: open the port.
 - WAIT_FRESH: send heartbeats until a fresh (newer sequence number), finite state arrives.
 - HOLD: command the hold (zero displacement) until ``hold_ticks`` fresh states in a row have arrived.
 - HOMING: a HomeMsg was sent; wait for the robot's first state of the new episode (flag HOMED).
 - RUN: one policy command per fresh state, through the safety filter.
+- RETRACT (a cell arm, after an episode): one command toward home per fresh state, through the safety filter and the
+  separation barrier, until near home; then HOMING (or HOLD while the partner is stale or not done).
 - SAFE_STOP: hold + e-stop sent, the e-stop repeated every period until the robot acknowledges it; then, when the
   robot answers again, WAIT_FRESH (or the run ends).
 - DONE: the run is over; the stop command goes out in ``finally``.
@@ -30,6 +32,7 @@ class LoopState(Enum):
     HOLD = "hold"
     HOMING = "homing"
     RUN = "run"
+    RETRACT = "retract"
     SAFE_STOP = "safe_stop"
     DONE = "done"
 
@@ -39,7 +42,8 @@ ALLOWED: dict[LoopState, frozenset[LoopState]] = {
     LoopState.WAIT_FRESH: frozenset({LoopState.HOLD, LoopState.SAFE_STOP}),
     LoopState.HOLD: frozenset({LoopState.HOMING, LoopState.SAFE_STOP}),
     LoopState.HOMING: frozenset({LoopState.RUN, LoopState.HOLD, LoopState.SAFE_STOP}),
-    LoopState.RUN: frozenset({LoopState.HOMING, LoopState.HOLD, LoopState.SAFE_STOP}),
+    LoopState.RUN: frozenset({LoopState.HOMING, LoopState.HOLD, LoopState.SAFE_STOP, LoopState.RETRACT}),
+    LoopState.RETRACT: frozenset({LoopState.HOMING, LoopState.HOLD, LoopState.SAFE_STOP}),
     LoopState.SAFE_STOP: frozenset({LoopState.WAIT_FRESH}),
     LoopState.DONE: frozenset(),
 }

@@ -25,7 +25,9 @@ from deploy.contract import fetch_reach_contract
 from deploy.robot_spec import load_robot_spec
 from deploy.runtime.goals import GoalSource
 from deploy.runtime.loop_config import LoopConfig
+from deploy.runtime.retract import CELL_RETRACT_STEPS, RETRACTS_COMPLETE
 from deploy.runtime.separation import PARTNER_STALE, SEPARATION_BARRIER, SEPARATION_INSIDE, SeparationConfig
+from deploy.runtime.state_machine import LoopState
 from deploy.wire import CommandMsg
 from envs.sim_cell_robot import SimCellRobot, cell_goals
 
@@ -163,14 +165,22 @@ def test_a_killed_supervisor_holds_both_arms_until_it_is_back() -> None:
     assert cell.separation.summary()["separation_steps"] == 0
 
 
-def _goal_seeker(cell: SimCellRobot, supervisor: CellSupervisor, arm: int, goals: Any, steps: int, **separation):
-    """Arm ``arm``'s runtime with the scripted goal seeker on ``goals``, ``steps`` per episode (``separation``: more
-    ``SeparationConfig`` arguments)."""
+def _goal_seeker(
+    cell: SimCellRobot,
+    supervisor: CellSupervisor,
+    arm: int,
+    goals: Any,
+    steps: int,
+    retract_steps: int = 0,
+    **separation: Any,
+):
+    """Arm ``arm``'s runtime with the scripted goal seeker on ``goals``, ``steps`` per episode, retracting for at most
+    ``retract_steps`` after each (``separation``: more ``SeparationConfig`` arguments)."""
     spec = load_robot_spec()
     contract = fetch_reach_contract(spec.delay_range[1])
     config = SeparationConfig(arm, cell.layout(), stale_s=STALE_S, partner_home_m=cell.home_m(1 - arm), **separation)
     policy = GoalSeeker(cell_arm_contract(contract))
-    config_loop = LoopConfig(max_episode_steps=steps)
+    config_loop = LoopConfig(max_episode_steps=steps, retract_max_steps=retract_steps)
     return cell_arm_runtime(
         cell.port_names[arm], contract, policy, spec, goals, config, supervisor.address, config_loop
     )
@@ -239,3 +249,28 @@ def test_arms_starting_together_home_for_each_episode_within_a_few_ticks(cell_an
         assert runtimes[0].barrier.counts["home_waits_for_partner"] > 0
     else:
         assert gaps_s[-1] >= 30 * cell.period_s, gaps_s  # two episodes of 20 steps apart, less the homing waits
+
+
+# goal pairs (``cell_goals`` seeds) that end crossed so far that an arm homed at once, in the cell's simulation
+# behind both runtimes' filters and barriers (``TwoArmCellEnv(safety_spec=...)``), touches its partner at its goal
+CROSSED_PAIRS = (7011, 7022, 7025)
+
+
+def test_arms_retract_under_their_barriers_before_they_home(cell_and_supervisor) -> None:
+    # A HOME puts an arm's whole posture back at once (the simulated cell's is instant). Retracting first, each arm
+    # drives back to its home under its filter and barrier, and its HOME moves it by a couple of centimetres at most.
+    cell, supervisor = cell_and_supervisor
+    goals = np.concatenate([cell_goals(seed, 1) for seed in CROSSED_PAIRS])
+    runtimes = [
+        _goal_seeker(cell, supervisor, arm, GoalSource(goals[:, arm]), 50, CELL_RETRACT_STEPS, start_together=True)
+        for arm in (0, 1)
+    ]
+    reports = _run_both(runtimes, "a runtime did not end")
+    truth = cell.separation.summary()
+    assert truth["separation_steps"] == 0 and truth["contact_steps"] == 0, truth
+    for report in reports:
+        moves = [(t.source, t.target) for t in report.transitions]
+        assert moves.count((LoopState.RUN, LoopState.RETRACT)) == len(CROSSED_PAIRS)
+        assert (LoopState.RUN, LoopState.HOMING) not in moves  # no HOME straight from an episode
+        # the last retract may wait out its steps beside a partner whose run has ended (it reports no more)
+        assert report.counts.get(RETRACTS_COMPLETE, 0) >= len(CROSSED_PAIRS) - 1
