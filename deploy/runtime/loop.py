@@ -166,7 +166,8 @@ class Controller:
             self.counts,
         )
         if separation is not None:  # the barrier plans from this arm's bound, position and commands in flight
-            retracted = RetractedEpisodes(self.episodes, lambda: self.sm.state is LoopState.RETRACT)
+            retracting = lambda: self.sm.state is LoopState.RETRACT and self.retraction.active  # noqa: E731
+            retracted = RetractedEpisodes(self.episodes, retracting)
             separation.attach(limits, self.period_s, contract.position_slice, self.intake, self.line, retracted)
         self.outbox = Outbox(self.robot_link, clock, self.line, self.intake, self.path, self.counts)
         self.recorder = TickRecorder(clock, self.episodes)

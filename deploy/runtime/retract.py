@@ -76,6 +76,7 @@ class Retraction:
         self._dim = int(action_dim)
         self.counts = counts
         self.steps = 0  # retract commands sent in the current retract
+        self.active = False  # a retract has started and is not over yet
 
     @property
     def enabled(self) -> bool:
@@ -83,6 +84,7 @@ class Retraction:
 
     def start(self) -> None:
         self.steps = 0
+        self.active = True
 
     def command(self, position: np.ndarray) -> np.ndarray | None:
         """The next retract command from the gripper at ``position`` (metres, arm frame), or None when the retract is
@@ -93,9 +95,11 @@ class Retraction:
         offset = home - position[:dims]
         if float(np.linalg.norm(offset)) <= self.tolerance_m:
             self.counts[RETRACTS_COMPLETE] += 1
+            self.active = False
             return None
         if self.steps >= self.max_steps:
             self.counts[RETRACTS_INCOMPLETE] += 1
+            self.active = False
             return None
         self.steps += 1
         self.counts[RETRACT_STEPS] += 1
@@ -109,7 +113,8 @@ class RetractedEpisodes:
     that a partner starting together waits for the retract too.
 
     :param episodes: the controller's episodes (``EpisodeTracker``: ``ended``).
-    :param retracting: whether the arm is retracting now (the controller's mode is RETRACT).
+    :param retracting: whether the arm is retracting now: in RETRACT with its retract not over (the loop asks whether
+        it may HOME once the retract is over, still in RETRACT: then the episode counts as ended).
     """
 
     def __init__(self, episodes: EpisodeCount, retracting: Callable[[], bool]) -> None:

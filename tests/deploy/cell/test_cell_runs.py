@@ -240,7 +240,7 @@ def test_arms_starting_together_home_for_each_episode_within_a_few_ticks(cell_an
     for arm, steps in ((0, 10), (1, 30)):
         home = cell.layout().point_to_cell(arm, cell.home_m(arm))  # parked there, reporting, once its goals are done
         source = LingeringGoals(GoalSource(goals[:, arm]), home, done[arm].set, done[1 - arm].is_set, 50)
-        runtimes.append(_goal_seeker(cell, supervisor, arm, source, steps, start_together=together))
+        runtimes.append(_goal_seeker(cell, supervisor, arm, source, steps, CELL_RETRACT_STEPS, start_together=together))
     _run_both(runtimes, "a runtime did not end")
     homes = [_home_times(robot)[:3] for robot in cell.robots]  # the goals' episodes (park episodes may follow)
     gaps_s = [abs(a - b) for a, b in zip(*homes, strict=True)]

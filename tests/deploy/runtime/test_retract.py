@@ -77,3 +77,16 @@ def test_an_arm_still_retracting_has_not_ended_its_episode_for_the_partner() -> 
     assert count.ended == 3
     retracting[0] = False
     assert count.ended == 4
+
+
+def test_the_episode_counts_as_ended_once_the_retract_is_over() -> None:
+    # the loop asks whether it may HOME (the partner's count against this one) right after the retract's last
+    # command, still in RETRACT: by then the episode must count as ended, or a partner starting together is not
+    # waited for
+    part = retraction(max_steps=2)
+    count = RetractedEpisodes(Ended(), lambda: part.active)
+    part.start()
+    away = np.array([1.5, 0.75, 0.53])
+    assert part.command(away) is not None and count.ended == 3
+    assert part.command(away) is not None and count.ended == 3
+    assert part.command(away) is None and count.ended == 4
