@@ -156,18 +156,9 @@ class Controller:
         guard = PolicyGuard(policy, contract.action_dim, self.period_s, clock, check_policy_id(policy_id), worker)
         self.path = CommandPath(contract, limits, self.line, guard, separation)
         self.collector = SlackCollector()
-        self.retraction = Retraction(
-            spec.home_position_m,
-            self.config.retract_tolerance_m,
-            self.config.retract_max_steps,
-            limits.action_scale_m,
-            limits.max_action,
-            contract.action_dim,
-            self.counts,
-        )
+        self.retraction = Retraction.for_loop(spec, self.config, limits, contract, self.counts)
         if separation is not None:  # the barrier plans from this arm's bound, position and commands in flight
-            retracting = lambda: self.sm.state is LoopState.RETRACT and self.retraction.active  # noqa: E731
-            retracted = RetractedEpisodes(self.episodes, retracting)
+            retracted = RetractedEpisodes(self.episodes, self.retraction, self.sm)
             separation.attach(limits, self.period_s, contract.position_slice, self.intake, self.line, retracted)
         self.outbox = Outbox(self.robot_link, clock, self.line, self.intake, self.path, self.counts)
         self.recorder = TickRecorder(clock, self.episodes)

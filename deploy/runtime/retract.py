@@ -22,14 +22,23 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from deploy.runtime.separation import EpisodeCount
+from deploy.runtime.state_machine import LoopState, StateMachine
+
+if TYPE_CHECKING:
+    from deploy.contract import ObservationContract
+    from deploy.robot_spec import RobotSpec
+    from deploy.runtime.loop_config import LoopConfig
+    from deploy.runtime.safety import SafetyLimits
 
 # a cell arm's retract budget (control steps): 3 s at 25 Hz; over 1,000 of the benchmark's goal pairs in simulation
 # (the scripted goal seeker through both arms' filters and barriers) 90% of the retracts took 26 steps or fewer
+# (benchmarks/results/cell_retract.md)
 CELL_RETRACT_STEPS = 75
 RETRACT_GAIN = 0.6  # share of the remaining distance commanded per control step (as the scripted goal seeker's)
 RETRACTS_COMPLETE = "retracts_complete"  # count: retracts that reached home within the tolerance
@@ -78,6 +87,23 @@ class Retraction:
         self.steps = 0  # retract commands sent in the current retract
         self.active = False  # a retract has started and is not over yet
 
+    @classmethod
+    def for_loop(
+        cls, spec: RobotSpec, config: LoopConfig, limits: SafetyLimits, contract: ObservationContract, counts: Counter
+    ) -> Retraction:
+        """The retract a control loop runs: home from the robot ``spec``, its settings from ``config``
+        (``retract_tolerance_m``, ``retract_max_steps``), the command's scale and bound from the filter's ``limits``,
+        its size from the ``contract``."""
+        return cls(
+            spec.home_position_m,
+            config.retract_tolerance_m,
+            config.retract_max_steps,
+            limits.action_scale_m,
+            limits.max_action,
+            contract.action_dim,
+            counts,
+        )
+
     @property
     def enabled(self) -> bool:
         return self.max_steps > 0
@@ -113,14 +139,18 @@ class RetractedEpisodes:
     that a partner starting together waits for the retract too.
 
     :param episodes: the controller's episodes (``EpisodeTracker``: ``ended``).
-    :param retracting: whether the arm is retracting now: in RETRACT with its retract not over (the loop asks whether
-        it may HOME once the retract is over, still in RETRACT: then the episode counts as ended).
+    :param retraction: the arm's retract (``active`` until it is over).
+    :param modes: the controller's state machine: an episode is still being retracted from in RETRACT with the
+        retract not over (the loop asks whether it may HOME once the retract is over, still in RETRACT: the episode
+        then counts as ended; a stop that leaves RETRACT ends the retract too).
     """
 
-    def __init__(self, episodes: EpisodeCount, retracting: Callable[[], bool]) -> None:
+    def __init__(self, episodes: EpisodeCount, retraction: Retraction, modes: StateMachine) -> None:
         self._episodes = episodes
-        self._retracting = retracting
+        self._retraction = retraction
+        self._modes = modes
 
     @property
     def ended(self) -> int:
-        return self._episodes.ended - (1 if self._retracting() else 0)
+        retracting = self._modes.state is LoopState.RETRACT and self._retraction.active
+        return self._episodes.ended - (1 if retracting else 0)

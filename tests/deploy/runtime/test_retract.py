@@ -16,6 +16,7 @@ from deploy.runtime.retract import (
     RetractedEpisodes,
     Retraction,
 )
+from deploy.runtime.state_machine import LoopState, StateMachine
 
 HOME = (1.34, 0.75, 0.53)
 SCALE_M = 0.05  # metres per command unit
@@ -71,22 +72,21 @@ class Ended:
     ended = 4
 
 
-def test_an_arm_still_retracting_has_not_ended_its_episode_for_the_partner() -> None:
-    retracting = [True]
-    count = RetractedEpisodes(Ended(), lambda: retracting[0])
-    assert count.ended == 3
-    retracting[0] = False
-    assert count.ended == 4
-
-
 def test_the_episode_counts_as_ended_once_the_retract_is_over() -> None:
     # the loop asks whether it may HOME (the partner's count against this one) right after the retract's last
     # command, still in RETRACT: by then the episode must count as ended, or a partner starting together is not
     # waited for
+    modes = StateMachine()
+    for state in (LoopState.WAIT_FRESH, LoopState.HOLD, LoopState.HOMING, LoopState.RUN, LoopState.RETRACT):
+        modes.to(state, 0, "test")
     part = retraction(max_steps=2)
-    count = RetractedEpisodes(Ended(), lambda: part.active)
+    count = RetractedEpisodes(Ended(), part, modes)
     part.start()
     away = np.array([1.5, 0.75, 0.53])
     assert part.command(away) is not None and count.ended == 3
     assert part.command(away) is not None and count.ended == 3
     assert part.command(away) is None and count.ended == 4
+    part.start()
+    assert count.ended == 3
+    modes.to(LoopState.SAFE_STOP, 1, "a stop leaves RETRACT")
+    assert count.ended == 4  # a retract a stop cut short is over too
