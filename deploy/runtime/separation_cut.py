@@ -72,22 +72,24 @@ class Reach:
     def spare(self, move: Sequence[float], obstacles: Sequence[Box], required: Sequence[float]) -> float:
         """The least, over ``obstacles``, of the distance from ``self.box(move)`` to obstacle ``j`` less
         ``required[j]`` (metres; with zeros, the distance to the nearest), without building the box: the cut's inner
-        loop."""
-        dims = range(len(self.low))
-        total = [self._total[k] + move[k] for k in dims]
+        loop, written for speed (it runs a few times in every cut tick)."""
+        total = [t + m for t, m in zip(self._total, move, strict=True)]
         c = self.coupling * max(self._far, math.hypot(*total))
-        low = [self.low[k] + min(self._lo[k], total[k]) - c for k in dims]
-        high = [self.high[k] + max(self._hi[k], total[k]) + c for k in dims]
+        low = [b + (r if r < t else t) - c for b, r, t in zip(self.low, self._lo, total, strict=True)]
+        high = [b + (r if r > t else t) + c for b, r, t in zip(self.high, self._hi, total, strict=True)]
         worst = math.inf
         for (o_low, o_high), need in zip(obstacles, required, strict=True):
             sq = 0.0
-            for k in dims:
-                gap = o_low[k] - high[k]
+            for ol, oh, lo, hi in zip(o_low, o_high, low, high, strict=True):
+                gap = ol - hi
                 if gap <= 0.0:
-                    gap = low[k] - o_high[k]
-                if gap > 0.0:
-                    sq += gap * gap
-            worst = min(worst, math.sqrt(sq) - need)
+                    gap = lo - oh
+                    if gap <= 0.0:
+                        continue
+                sq += gap * gap
+            spare = math.sqrt(sq) - need
+            if spare < worst:
+                worst = spare
         return worst
 
 
@@ -117,7 +119,20 @@ def separation_cut(
     """
     command = [float(v) for v in proposed]
     low0, high0 = reach.box()
-    dists = [box_distance(low0, high0, o_low, o_high) for o_low, o_high in obstacles]
+    dists, sides = [], []  # per obstacle: its distance, and the sign of a move that approaches it along each axis
+    for o_low, o_high in obstacles:
+        sq, side = 0.0, []
+        for lo, hi, ol, oh in zip(low0, high0, o_low, o_high, strict=True):
+            if hi < ol:
+                sq += (ol - hi) ** 2
+                side.append(1)
+            elif lo > oh:
+                sq += (lo - oh) ** 2
+                side.append(-1)
+            else:
+                side.append(0)  # the two overlap on this axis
+        dists.append(math.sqrt(sq))
+        sides.append(side)
     d0 = min(dists, default=math.inf)
     if not command or not any(command) or not math.isfinite(d0):
         return command, ""
@@ -132,22 +147,19 @@ def separation_cut(
                     cut[k] = 0.0
         return cut, (SEPARATION_INSIDE if cut != command else "")
     floor = min_separation_m + reserve_m  # an approach stops here; the reserve below it is for other moves
-    dims = range(len(command))
-    sides = []  # per obstacle: the sign of the move along each axis that approaches it (0: they overlap on that axis)
+    allowed = command
     targets = []  # per obstacle: the clearance a command approaching it keeps (None: it is in the reserve; no approach)
-    allowed = list(command)
-    for (o_low, o_high), d in zip(obstacles, dists, strict=True):
-        side = [1 if high0[k] < o_low[k] else -1 if low0[k] > o_high[k] else 0 for k in dims]
-        sides.append(side)
+    for side, d in zip(sides, dists, strict=True):
         if d >= floor:
             targets.append(floor + (1.0 - approach_fraction) * (d - floor))
             continue
         targets.append(None)
-        for k in dims:  # components that approach an obstacle already in the reserve are dropped
-            if allowed[k] * side[k] > 0:
-                allowed[k] = 0.0
+        # components that approach an obstacle already in the reserve are dropped
+        allowed = [0.0 if u * s > 0 else u for u, s in zip(allowed, side, strict=True)]
     need = [  # per obstacle, the clearance any share > 0 of ``allowed`` (or of its approach) must keep
-        min_separation_m if target is None or not any(allowed[k] * side[k] > 0 for k in dims) else target
+        target
+        if target is not None and any(u * s > 0 for u, s in zip(allowed, side, strict=True))
+        else min_separation_m
         for target, side in zip(targets, sides, strict=True)
     ]
 
@@ -157,7 +169,7 @@ def separation_cut(
     spare_allowed = spare_of(allowed, need)
     if spare_allowed >= 0.0:
         return allowed, ("" if allowed == command else SEPARATION_BARRIER)
-    toward = [any(u * side[k] > 0 for side in sides) for k, u in enumerate(allowed)]
+    toward = [any(u * side[k] > 0 for side in sides) for k, u in enumerate(allowed)]  # per axis
 
     def toward_scaled(share: float) -> list[float]:
         return [u * share if t else u for u, t in zip(allowed, toward, strict=True)]
