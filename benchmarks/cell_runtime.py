@@ -313,11 +313,12 @@ def summarize(case: dict[str, Any], arms: list[dict[str, Any]], truth: dict[str,
         "violation_episode_pairs",
         "contact_links",
         "contacts_after_home",
+        "contacts",  # the first contacts' records: which episodes, how many steps after each arm's HOME
     )
     return {
         **case,
         "wall_s": wall_s,
-        "truth": {k: truth[k] for k in keys},
+        "truth": {k: truth[k] for k in keys if k in truth},
         "separation_violations_per_1000": 1000.0 * truth["separation_episode_pairs"] / n,
         "contacts_per_1000": 1000.0 * truth["contact_episode_pairs"] / n,
         "team_success_runtime": float(np.mean(team)),

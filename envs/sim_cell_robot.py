@@ -46,6 +46,7 @@ from envs.sim_robot import TRACE_LEN, SimRobot
 from envs.two_arm_cell import TwoArmCellEnv
 
 VIOLATIONS_KEPT = 10_000  # violation records kept for the report
+CONTACTS_SUMMARIZED = 50  # contact records the summary carries (each: its step, links, each arm's episode and HOME age)
 JUST_HOMED_STEPS = 2  # a touch this many control steps after an arm's HOME or fewer is counted as the HOME's
 
 
@@ -157,6 +158,7 @@ class SeparationRecord:
             "closest_m": self.closest_m,
             "contact_links": dict(self.contact_links.most_common()),
             "contacts_after_home": self.contacts_after_home,
+            "contacts": [v for v in self.violations if v["contact"]][:CONTACTS_SUMMARIZED],
         }
 
 

@@ -89,6 +89,7 @@ def test_a_touch_names_the_links_that_met() -> None:
     assert record.violations[-1]["links"] == f"{arm_0_link} / {arm_1_link}"
     assert record.violations[-1]["steps_since_home"] == [step + 1, 0]
     assert record.summary()["contacts_after_home"] == 1  # arm 1 "homed" 0 steps before: counted as the HOME's
+    assert record.summary()["contacts"] == [record.violations[-1]]  # the record itself, to trace a contact back
     scene.reset_arm(1)
     scene.control_step({0: np.zeros(3), 1: np.zeros(3)})
     assert scene.last_contact is None  # a step without a touch names none
