@@ -9,13 +9,14 @@ episode, then, from the same snapshot:
 - ``home at once``: one arm homed while the partner stands where its episode left it (either arm first); a contact
   between the arms right after is a HOME that touched;
 - ``retract``: both arms drive back to their homes under their barriers with the runtime's own retract
-  (``deploy.runtime.retract.Retraction``: its law, tolerance and budget) until both are over, then both HOME; the same
+  (``deploy.runtime.retract.Retraction``: its law with its give-way, tolerance and budget; each arm is given the
+  partner's gripper in its frame, as its barrier's report gives it) until both are over, then both HOME; the same
   with the barrier's reserve set to 0 (``SeparationBarrier.reserve_m``), which shows why the reserve is there.
 
 Counted per goal pair, judged by the physics at every 2 ms substep: contacts at HOME, contacts and separation
 violations while retracting, retracts over within the tolerance, retracts that stalled short of home (neither arm
 safe-stopped: the barriers held them), pairs with an arm its runtime would have safe-stopped (the simulated Fetch's
-sag far out), and the retract's length.
+sag far out), the retract's length, and the give-ways (``deploy.runtime.retract_detour``: started, and pairs with one).
 
     .venv/bin/python benchmarks/cell_retract.py [--pairs 1000] [--seed 7000]
 
@@ -39,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from deploy.runtime.retract import CELL_RETRACT_STEPS, RETRACTS_COMPLETE, Retraction  # noqa: E402
+from deploy.runtime.retract_detour import RETRACT_DETOURS  # noqa: E402
 from envs.cell_scene import ACTION_SCALE_M  # noqa: E402
 from envs.sim_cell_robot import cell_goals  # noqa: E402
 from envs.two_arm_cell import ACTION_DIM, GOALS_OPTION, N_ARMS, TwoArmCellEnv  # noqa: E402
@@ -77,14 +79,17 @@ def _retract(env: TwoArmCellEnv, obs: dict[str, np.ndarray], homes: np.ndarray) 
         part.start()
     steps = 0
     while True:
-        commands = [part.command(obs["achieved_goal"][arm]) if part.active else None for arm, part in enumerate(parts)]
+        grips = obs["achieved_goal"]  # each arm's frame; a partner's report is its gripper in this arm's frame
+        partners = [env.scene.to_arm(arm, env.scene.to_arm(1 - arm, grips[1 - arm])) for arm in range(N_ARMS)]
+        commands = [part.command(grips[arm], partners[arm]) if part.active else None for arm, part in enumerate(parts)]
         if all(c is None for c in commands):
             break
         action = np.stack([np.zeros(ACTION_DIM) if c is None else c for c in commands])
         obs, _, _, _, _ = env.step(action)
         steps += 1
     complete = [part.counts[RETRACTS_COMPLETE] == 1 for part in parts]  # each over within the tolerance
-    return {"obs": obs, "steps": steps, "complete": all(complete)}
+    give_ways = sum(part.counts[RETRACT_DETOURS] for part in parts)
+    return {"obs": obs, "steps": steps, "complete": all(complete), "give_ways": give_ways}
 
 
 def run(pairs: int, seed: int, reserve: bool) -> dict[str, Any]:
@@ -121,6 +126,8 @@ def run(pairs: int, seed: int, reserve: bool) -> dict[str, Any]:
         counts["safe_stopped"] += stopped
         counts["safe_stopped_before_retract"] += stopped_before
         counts["retract_complete"] += done["complete"]
+        counts["give_ways"] += done["give_ways"]
+        counts["pairs_with_give_way"] += done["give_ways"] > 0
         counts["retract_stalled"] += not done["complete"] and not stopped
         counts["retract_then_home_contact"] += _a_home_touches(env, env.snapshot())
     length = np.asarray(lengths or [0])
@@ -148,8 +155,8 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
         "",
         "| barrier reserve (mm) | pairs | contacts, home at once | contacts, retract then home | contacts / separation "
         "while retracting | retracts over (within 2 cm) | stalled short (no safe stop) | safe-stopped arm | retract "
-        "steps p50 / p90 / max | goal seeker team success |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "steps p50 / p90 / max | give-ways (pairs with one) | goal seeker team success |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results["runs"]:
         c = r["counts"]
@@ -158,7 +165,8 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
             f"{c.get('retract_then_home_contact', 0)} | {c.get('retract_contact', 0)} / "
             f"{c.get('retract_separation', 0)} | {c.get('retract_complete', 0)} | {c.get('retract_stalled', 0)} | "
             f"{c.get('safe_stopped', 0)} | {r['retract_steps_p50']:.0f} / {r['retract_steps_p90']:.0f} / "
-            f"{r['retract_steps_max']} | {c.get('team_success', 0) / r['pairs']:.0%} |"
+            f"{r['retract_steps_max']} | {c.get('give_ways', 0)} ({c.get('pairs_with_give_way', 0)}) | "
+            f"{c.get('team_success', 0) / r['pairs']:.0%} |"
         )
     lines += ["", f"Command: `{results['command']}` ({results['wall_s']:.0f} s)", ""]
     path.write_text("\n".join(lines))

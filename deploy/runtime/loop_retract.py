@@ -1,11 +1,12 @@
 """RETRACT: what the controller does from an episode's last policy step to its next HOME, in a cell.
 
-numpy only (robot side). On each accepted state: the retract's next command toward home (``Retraction.command``)
-through the safety filter and the separation barrier, planned from the checker's bounds like any RUN command
-(``CommandPath.filtered``), sent as RUN sends (``RunTicks.apply``; no policy step is counted). When the retract is over
-(home within its tolerance, or its steps spent) the next episode starts as after RUN (``ModeRules.next_episode``: the
-HOME, or HOLD while the partner is stale or still in its episode). A period without a fresh state is RUN's (a
-heartbeat, then the filter's hold, then the watchdog's stop). A HOMED state here answers no HOME: the robot homed by
+numpy only (robot side). On each accepted state: the retract's next command toward home (``Retraction.command``, given
+the partner's newest reported position, which a give-way moves away from) through the safety filter and the
+separation barrier, planned from the checker's bounds like any RUN command (``CommandPath.filtered``), sent as RUN
+sends (``RunTicks.apply``; no policy step is counted). When the retract is over (home within its tolerance, or its
+steps spent) the next episode starts as after RUN (``ModeRules.next_episode``: the HOME, or HOLD while the partner is
+stale or still in its episode). A period without a fresh state is RUN's (a heartbeat, then the filter's hold, then
+the watchdog's stop). A HOMED state here answers no HOME: the robot homed by
 itself; the retract is abandoned and the arm re-homed from HOLD, as in RUN. Acts through the controller's actions
 (``deploy.runtime.loop.Controller``).
 """
@@ -53,7 +54,9 @@ class RetractTicks:
         episode."""
         ctl = self.ctl
         position = msg.state[ctl.position_slice]
-        command = ctl.retraction.command(position)
+        separation = ctl.path.separation
+        partner = None if separation is None else separation.partner_position()  # as last polled (one tick old)
+        command = ctl.retraction.command(position, partner)
         if command is None:
             self.modes.next_episode()
             return None

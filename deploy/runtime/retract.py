@@ -9,9 +9,10 @@ of the partner doing the same; only then does its HOME move the arm, and by a fe
 
 The command: ``RETRACT_GAIN`` of the remaining distance per control step (unit = the contract's ``action_scale_m``),
 clipped to the filter's ``max_action``: the scripted goal seeker's law, below 1 so that the commands still in the
-delay line do not overshoot. The retract ends when the gripper is within ``tolerance_m`` of home (``complete``), or
-after ``max_steps`` commands (``incomplete``: the partner blocked the way for that long; the HOME goes out anyway and
-the count says so).
+delay line do not overshoot. When the way home has stalled (the partner in the way), the arm gives way for a few
+commands: away from the partner and to the right (``deploy.runtime.retract_detour``). The retract ends when the
+gripper is within ``tolerance_m`` of home (``complete``), or after ``max_steps`` commands (``incomplete``: the partner
+blocked the way for that long; the HOME goes out anyway and the count says so).
 
 The episode's result is judged before the retract (at its last policy step). Its partner must not start the next
 episode beside an arm still retracting: with ``start_together`` the barrier reports an episode as ended only once its
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from deploy.runtime.retract_detour import Detour
 from deploy.runtime.separation import EpisodeCount
 from deploy.runtime.state_machine import LoopState, StateMachine
 
@@ -55,7 +57,8 @@ class Retraction:
     :param action_scale_m: metres one command unit moves the gripper (the contract's ``action_scale_m``).
     :param max_action: the largest command component (command units; the filter clips to it too).
     :param action_dim: the command's size (the position components first; the rest are held at 0).
-    :param counts: the controller's counts (``RETRACTS_COMPLETE``, ``RETRACTS_INCOMPLETE``, ``RETRACT_STEPS``).
+    :param counts: the controller's counts (``RETRACTS_COMPLETE``, ``RETRACTS_INCOMPLETE``, ``RETRACT_STEPS``,
+        the detour's ``RETRACT_DETOURS``).
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class Retraction:
         self._max_action = float(max_action)
         self._dim = int(action_dim)
         self.counts = counts
+        self.detour = Detour(self._max_action, counts)
         self.steps = 0  # retract commands sent in the current retract
         self.active = False  # a retract has started and is not over yet
 
@@ -111,10 +115,12 @@ class Retraction:
     def start(self) -> None:
         self.steps = 0
         self.active = True
+        self.detour.reset()
 
-    def command(self, position: np.ndarray) -> np.ndarray | None:
+    def command(self, position: np.ndarray, partner: Sequence[float] | None = None) -> np.ndarray | None:
         """The next retract command from the gripper at ``position`` (metres, arm frame), or None when the retract is
-        over (home within the tolerance, or ``max_steps`` spent; counted)."""
+        over (home within the tolerance, or ``max_steps`` spent; counted). ``partner``: the partner's reported
+        gripper position (metres, this arm's frame; None: none, or an arm alone), which a give-way moves away from."""
         home = self.home
         assert home is not None  # enabled
         dims = home.shape[0]
@@ -130,7 +136,11 @@ class Retraction:
         self.steps += 1
         self.counts[RETRACT_STEPS] += 1
         command = np.zeros(self._dim, dtype=np.float64)
-        command[:dims] = np.clip(RETRACT_GAIN * offset / self._per_unit, -self._max_action, self._max_action)
+        away = None if partner is None else position[:dims] - np.asarray(partner, dtype=np.float64)[:dims]
+        toward = self.detour.command(offset, away)
+        if toward is None:
+            toward = RETRACT_GAIN * offset / self._per_unit
+        command[:dims] = np.clip(toward, -self._max_action, self._max_action)
         return command
 
 
