@@ -37,9 +37,12 @@ RETRACT_DETOURS = "retract_detours"  # count: give-ways started (a stall seen)
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
-    """``vector`` scaled to length 1, or zeros when it is shorter than ``DETOUR_MIN_LENGTH_M``."""
+    """``vector`` scaled to length 1, or zeros when it is shorter than ``DETOUR_MIN_LENGTH_M`` or not finite (a
+    report the barrier refuses anyway: no direction is taken from it)."""
     length = float(np.linalg.norm(vector))
-    return vector / length if length >= DETOUR_MIN_LENGTH_M else np.zeros_like(vector)
+    if not (math.isfinite(length) and length >= DETOUR_MIN_LENGTH_M):
+        return np.zeros_like(vector)
+    return vector / length
 
 
 class Detour:

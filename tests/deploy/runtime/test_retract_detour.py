@@ -66,6 +66,13 @@ def test_without_a_partner_report_it_steps_right() -> None:
     assert stalled(Detour(1.0, Counter()), np.array([0.0, 0.2, 0.0]), None) == pytest.approx([DETOUR_SHARE, 0, 0])
 
 
+@pytest.mark.parametrize("from_partner", [[np.nan, 0.0, 0.0], [np.inf, 1.0, 0.0], [0.0, 0.0, 0.0]])
+def test_a_partner_with_no_direction_is_left_out(from_partner) -> None:
+    # a report the barrier would refuse, or a partner at the gripper itself: the give-way steps right only, finite
+    command = stalled(Detour(1.0, Counter()), np.array([0.0, 0.2, 0.0]), np.array(from_partner))
+    assert command == pytest.approx([DETOUR_SHARE, 0.0, 0.0])
+
+
 def test_progress_just_under_the_threshold_is_a_stall() -> None:
     detour = Detour(1.0, Counter())
     creep = 0.9 * DETOUR_PROGRESS_M / DETOUR_WINDOW_STEPS
