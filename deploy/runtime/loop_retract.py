@@ -6,9 +6,8 @@ separation barrier, planned from the checker's bounds like any RUN command (``Co
 sends (``RunTicks.apply``; no policy step is counted). When the retract is over (home within its tolerance, or its
 steps spent) the next episode starts as after RUN (``ModeRules.next_episode``: the HOME, or HOLD while the partner is
 stale or still in its episode). A period without a fresh state is RUN's (a heartbeat, then the filter's hold, then
-the watchdog's stop). A HOMED state here answers no HOME: the robot homed by
-itself; the retract is abandoned and the arm re-homed from HOLD, as in RUN. Acts through the controller's actions
-(``deploy.runtime.loop.Controller``).
+the watchdog's stop). A HOMED state here answers no HOME: the robot homed by itself; the retract is abandoned and
+the arm re-homed from HOLD, as in RUN. Acts through the controller's actions (``deploy.runtime.loop.Controller``).
 """
 
 from __future__ import annotations

@@ -81,10 +81,6 @@ class Detour:
         self._distances.clear()
         self._left = 0
 
-    @property
-    def giving_way(self) -> bool:
-        return self._left > 0
-
     def command(self, offset: np.ndarray, from_partner: Sequence[float] | None) -> np.ndarray | None:
         """The give-way command (command units, the offset's axes), or None to head home as usual.
 
