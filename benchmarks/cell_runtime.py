@@ -92,9 +92,9 @@ class TimedBarrier(SeparationBarrier):
     def summary(self) -> dict[str, Any]:
         return {**super().summary(), **_percentiles(self.cut_s, "cut_s"), **_percentiles(self.sent_s, "report_s")}
 
-    def cut(self, result: Any, bound: Any) -> Any:
+    def cut(self, result: Any, bound: Any, poll: bool = True) -> Any:
         t0 = time.perf_counter()
-        out = super().cut(result, bound)
+        out = super().cut(result, bound, poll)
         self.cut_s.append(time.perf_counter() - t0)
         return out
 

@@ -89,13 +89,15 @@ class CommandPath:
         """Ask the policy (waiting at most ``wait_s`` seconds) and filter its action: ``bound`` is where the gripper
         can be (metres), ``position`` its measured position, ``age_s`` the state's age (seconds)."""
         if self.separation is not None:
-            self.separation.poll_partner()  # the partner the policy reads: polled here, on the loop's thread
+            # the partner the policy reads and the cut plans with: polled here, on the loop's thread, once (a report
+            # that arrives during the policy's call waits for the next tick; the cut takes its age when it plans)
+            self.separation.poll_partner()
         action, fault = self.guard.infer(flat, wait_s)
         asked = self.guard.asked_id  # the tick's record names the policy asked, whatever happens next
         proposed = action if action is not None else self._hold
         if fault and fault != OVERRUN:
             return Proposal(flat, proposed, hold_result(self.contract.action_dim, POLICY_FAULT), asked)
-        result = self.filtered(proposed, bound, position, age_s)
+        result = self.filtered(proposed, bound, position, age_s, poll_partner=False)
         if fault:
             result = FilterResult(result.action, (POLICY_FAULT, *result.reasons), result.stop)
         return Proposal(flat, proposed, result, asked)
@@ -106,9 +108,19 @@ class CommandPath:
         bound: tuple[tuple[float, ...], tuple[float, ...]] | None,
         position: np.ndarray,
         age_s: float,
+        poll_partner: bool = True,
     ) -> FilterResult:
-        """The safety filter on ``action`` from the current bound and the commands in flight."""
+        """The safety filter on ``action`` from the current bound and the commands in flight; in a cell, then the
+        separation cut (``poll_partner``: read the partner's link first; False when this tick polled it already)."""
         result = filter_action(
             position, self.line.displacement_m(self._dims), action, self.previous, age_s, self.limits, bound
         )
-        return result if self.separation is None else self.separation.cut(result, bound)
+        return result if self.separation is None else self.separation.cut(result, bound, poll_partner)
+
+    def before_state(self) -> None:
+        """What a tick does before its state arrives (the loop calls it as each tick's window opens): in a cell,
+        read the partner's reports that came in since the last tick. The partner sends its report after its command,
+        so it is waiting by the time this arm's next window opens; decoded now, while the loop waits for its state,
+        it costs the state-to-command path nothing, and the polls on that path (``propose``) find the link empty."""
+        if self.separation is not None:
+            self.separation.poll_partner()

@@ -255,6 +255,7 @@ class Controller:
             self.modes.on_reconnect()
         record: TickRecord | None = None
         self.outbox.new_tick()
+        self.path.before_state()
         handled = 0
         while self.sm.state is not LoopState.DONE:
             if self.inbox.waiting and handled < MAX_STATES_PER_TICK:

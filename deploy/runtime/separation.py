@@ -231,9 +231,11 @@ class SeparationBarrier:
         self._newest = self.link.poll()
         return self._newest
 
-    def partner(self) -> tuple[PositionReport | None, float]:
-        """The partner's newest report if it can be planned with, and its age (seconds; inf when there is none)."""
-        report = self.poll_partner()
+    def partner(self, poll: bool = True) -> tuple[PositionReport | None, float]:
+        """The partner's newest report if it can be planned with, and its age (seconds; inf when there is none).
+        ``poll``: read the link first (False: the report as last polled, for a caller that polled a moment ago; its
+        age is taken now either way, so an older report only grows the partner more)."""
+        report = self.poll_partner() if poll else self._newest
         if report is None:
             return None, math.inf
         age = report.age_s(self._clock())
@@ -278,14 +280,15 @@ class SeparationBarrier:
         return 0 if self._episodes is None else self._episodes.ended
 
     # The cut -------------------------------------------------------------------------------------------------
-    def cut(self, result: FilterResult, bound: Any) -> FilterResult:
+    def cut(self, result: FilterResult, bound: Any, poll: bool = True) -> FilterResult:
         """The filter's ``result`` for one RUN command, cut by the separation rule (``bound``: this arm's position
-        bound, low and high, metres, or None)."""
+        bound, low and high, metres, or None). ``poll``: read the link first (False: plan with the report as last
+        polled, as ``CommandPath.propose`` does, which polled just before it asked the policy)."""
         if result.stop or not self.config.enforce:
             return result
         dims = self._dims
         action = result.action
-        report, age = self.partner()
+        report, age = self.partner(poll)
         if report is None:
             self.counts[PARTNER_STALE] += 1
             return FilterResult(np.zeros_like(action), (*result.reasons, PARTNER_STALE), False)

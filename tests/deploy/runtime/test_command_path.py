@@ -33,8 +33,8 @@ class FakeBarrier:
     def partner_position(self) -> int:  # what the policy reads (the newest poll)
         return self.polls
 
-    def cut(self, result: FilterResult, bound) -> FilterResult:
-        self.calls.append("cut")
+    def cut(self, result: FilterResult, bound, poll: bool = True) -> FilterResult:
+        self.calls.append("cut polls" if poll else "cut")
         return FilterResult(result.action * 0.5, (*result.reasons, CUT), result.stop)
 
 
@@ -58,7 +58,26 @@ def test_the_partner_is_polled_before_the_policy_is_asked_and_the_cut_comes_last
         assert seen[-1] == tick  # the policy read the partner polled this tick, not the tick before's
         assert proposal.result.reasons[-1] == CUT
         assert proposal.result.action[0] == np.float64(np.float32(0.2)) * 0.5
-    assert calls == ["poll_partner", "policy", "cut"] * 2
+    assert calls == ["poll_partner", "policy", "cut"] * 2  # the cut plans with the report polled before the policy
+
+
+def test_a_tick_reads_the_partner_before_its_state_and_a_filter_without_the_policy_polls_in_the_cut() -> None:
+    calls: list[str] = []
+    barrier = FakeBarrier(calls)
+    line = CommandLine(CONTRACT, delay_steps=2, counts=Counter())
+    guard = PolicyGuard(lambda b: np.zeros((1, CONTRACT.action_dim), np.float32), CONTRACT.action_dim, 0.04)
+    path = CommandPath(CONTRACT, LIMITS, line, guard, separation=barrier)  # type: ignore[arg-type]
+    path.before_state()  # the window opens: the reports that came in since the last tick are read now
+    assert calls == ["poll_partner"]
+    # a retract's or a stale state's command: no policy call polled this tick's link, so the cut does
+    path.filtered(np.zeros(CONTRACT.action_dim), None, np.zeros(3), 0.0)
+    assert calls == ["poll_partner", "cut polls"]
+
+
+def test_an_arm_alone_has_nothing_to_read_before_its_state() -> None:
+    line = CommandLine(CONTRACT, delay_steps=2, counts=Counter())
+    guard = PolicyGuard(lambda b: np.zeros((1, CONTRACT.action_dim), np.float32), CONTRACT.action_dim, 0.04)
+    CommandPath(CONTRACT, LIMITS, line, guard).before_state()  # no barrier: nothing to poll, nothing raised
 
 
 def test_an_arm_alone_polls_nothing() -> None:

@@ -169,6 +169,26 @@ def test_the_policy_reads_the_partner_the_loop_polled_and_never_the_link() -> No
     assert arm0.partner_position() == pytest.approx((0.8, -0.1, 0.0)) and link.polls == 1  # until the next poll
     arm0.cut(result([0.1, 0.0, 0.0, 0.0]), ((0.0,) * 3, (0.0,) * 3))  # the cut polls too (the freshest report)
     assert arm0.partner_position() == pytest.approx((0.5, 0.0, 0.0)) and link.polls == 2
+    arm1.sent(np.zeros(4))
+    arm0.cut(result([0.1, 0.0, 0.0, 0.0]), ((0.0,) * 3, (0.0,) * 3), poll=False)  # the tick polled a moment ago
+    assert link.polls == 2 and arm0.poll_partner().seq == 3  # the cut left the newest report on the link
+
+
+def test_a_cut_without_a_poll_plans_with_the_report_as_polled_aged_to_now() -> None:
+    # the report polled before the policy call is older by the time the cut runs: it must be grown by its age then,
+    # and held once that age passes stale_s, exactly as a polled one
+    board, clock = Board(), Clock()
+    arm0, intake0, _ = make_arm(0, board, clock, [0.0, 0.0, 0.0])
+    arm1, _, _ = make_arm(1, board, clock, [1.75, 0.0, 0.0])  # cell (0.25, 0, 0): a full command is cut
+    arm1.sent(np.zeros(4))
+    arm0.poll_partner()
+    move = result([1.0, 0.0, 0.0, 0.0])
+    fresh = arm0.cut(move, intake0.bounds, poll=False)
+    clock.t += 2.5 * PERIOD  # three commands' growth, not one
+    aged = arm0.cut(move, intake0.bounds, poll=False)
+    assert aged.action[0] < fresh.action[0]
+    clock.t += arm0.config.stale_s
+    assert arm0.cut(move, intake0.bounds, poll=False).reasons[-1] == PARTNER_STALE
 
 
 def test_the_ablation_shares_but_never_cuts() -> None:
