@@ -80,9 +80,11 @@ class CommandLine:
         self._timed_seq: int | None = None  # the newest command whose round trip was measured
         self._capacity = max(MIN_SENT_CAPACITY, 4 * contract.history_len)
         self.acked_seq = 0  # newest command the robot reported in its delay line
+        self._in_flight_rows: np.ndarray | None = None  # in_flight() as built since the last change (None: stale)
 
     def new_episode(self) -> None:
         """The robot went home: nothing is in flight and the history is all holds."""
+        self._in_flight_rows = None
         self.history.clear()
         self._in_flight = self._in_flight[:0]
         self._owed = self._owed[:0]
@@ -143,6 +145,7 @@ class CommandLine:
     def sent(self, seq: int, command: np.ndarray, robot_reports_line: bool, t_sent: float = 0.0) -> None:
         """Remember a command just sent (float64) and when (seconds); without a reported line it enters the history
         at once."""
+        self._in_flight_rows = None
         self._sent[seq] = SentCommand(command, t_sent, math.hypot(*command[: self.position_dims].tolist()))
         if len(self._sent) > self._capacity:
             self._sent.popitem(last=False)
@@ -161,6 +164,7 @@ class CommandLine:
         """
         if not pending:
             return  # the robot does not report its line: keep the history of what was sent
+        self._in_flight_rows = None
         history_len = self.contract.history_len
         if len(pending) < history_len:
             raise ValueError(
@@ -189,7 +193,12 @@ class CommandLine:
 
     def in_flight(self) -> np.ndarray:
         """``[n, action_dim]`` commands still to be applied: the reported line (or, without one, the last
-        ``delay_steps`` commands sent) plus those sent but not yet reported."""
+        ``delay_steps`` sent) plus those sent but not yet reported. Built once per change; do not write to it."""
+        if self._in_flight_rows is None:
+            self._in_flight_rows = self._build_in_flight()
+        return self._in_flight_rows
+
+    def _build_in_flight(self) -> np.ndarray:
         if len(self._in_flight):
             line = self._in_flight
         elif self.delay_steps:

@@ -96,8 +96,7 @@ class Controller:
     :param goals: the targets, one episode each.
     :param config: loop settings.
     :param ticklog: where every tick is appended (None: not logged).
-    :param on_tick: called after every tick with (controller, record or None when nothing was commanded):
-        monitoring and test hooks.
+    :param on_tick: called after every tick with (controller, record or None if nothing was commanded): hooks.
     :param clock: monotonic clock in seconds (the robot's timestamps need not share it). On ``time.monotonic`` the
         policy runs on a worker thread and a tick waits for it only until its deadline; on any other clock (a test's)
         it is called inline, since such a clock cannot time a thread.

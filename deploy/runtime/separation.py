@@ -232,9 +232,8 @@ class SeparationBarrier:
         return self._newest
 
     def partner(self, poll: bool = True) -> tuple[PositionReport | None, float]:
-        """The partner's newest report if it can be planned with, and its age (seconds; inf when there is none).
-        ``poll``: read the link first (False: the report as last polled, for a caller that polled a moment ago; its
-        age is taken now either way, so an older report only grows the partner more)."""
+        """The partner's newest report if it can be planned with, and its age now (seconds; inf when there is none).
+        ``poll``: read the link first (False: as last polled; an older report's age only grows the partner more)."""
         report = self.poll_partner() if poll else self._newest
         if report is None:
             return None, math.inf
@@ -282,8 +281,7 @@ class SeparationBarrier:
     # The cut -------------------------------------------------------------------------------------------------
     def cut(self, result: FilterResult, bound: Any, poll: bool = True) -> FilterResult:
         """The filter's ``result`` for one RUN command, cut by the separation rule (``bound``: this arm's position
-        bound, low and high, metres, or None). ``poll``: read the link first (False: plan with the report as last
-        polled, as ``CommandPath.propose`` does, which polled just before it asked the policy)."""
+        bound, low and high, metres, or None). ``poll``: read the link first (False: as last polled, ``propose``)."""
         if result.stop or not self.config.enforce:
             return result
         dims = self._dims
