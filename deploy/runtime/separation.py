@@ -12,9 +12,12 @@ every command (the command included), stamped on the host's monotonic clock.
 
 The partner. Its newest report, ``age`` seconds old, grown on every axis by ``step_m`` (what one of its commands can
 add to its reach) for each command it can have sent since: ``floor(age / period) + 1`` (one command per control
-period; the one it may be deciding now included). Also always the partner's home, a keep-out box of half-width
-``home_keepout_m`` about it: a HOME moves the partner there whatever this arm does (the simulated cell teleports,
-a real arm's homing path is its own), so no arm ever plans into the other's home.
+period; the one it may be deciding now included). The link is read as each tick's window opens (the partner's report
+of its last command is waiting by then: decoded off the state-to-command path) and again just before the policy is
+asked; the cut plans with that report and takes its age when it plans, so a report a moment older only grows more.
+Also always the partner's home, a keep-out box of half-width ``home_keepout_m`` about it: a HOME moves the partner
+there whatever this arm does (the simulated cell teleports, a real arm's homing path is its own), so no arm ever
+plans into the other's home.
 
 The cut. With ``R(a)`` this arm's reach once command ``a`` is in flight, ``d_j`` the distance (box to box,
 Euclidean, metres) from ``R(0)`` to obstacle ``j`` and ``floor = min_separation_m + reserve_m``: a command that
