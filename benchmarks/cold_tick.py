@@ -20,7 +20,6 @@ import json
 import os
 import platform
 import resource
-import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +30,7 @@ from deploy.cell.layout import CellLayout
 from deploy.cell.policy_input import PartnerInput, cell_arm_contract
 from deploy.cell.scripted import GoalSeeker
 from deploy.contract import fetch_reach_contract
+from deploy.runtime.cpu_latency import hold_cpu_latency
 from deploy.runtime.position_bound import COUPLING_SHARE
 from deploy.runtime.safety import SafetyLimits, filter_action
 from deploy.runtime.separation import DEFAULT_APPROACH_FRACTION, DEFAULT_MIN_SEPARATION_M
@@ -39,7 +39,6 @@ from deploy.runtime.separation_cut import Reach, separation_cut
 RESULTS = Path(__file__).resolve().parent / "results"
 PERIOD_S = 0.04  # the cell's control period (25 Hz)
 BLOCK_CALLS = 25  # calls per condition before the next condition's turn
-CPU_DMA_LATENCY = "/dev/cpu_dma_latency"
 HOT, SLEEP, SLEEP_POLLING, SPIN = "hot", "after a 40 ms sleep", "after a 40 ms sleep, idle polling", "after 40 ms spin"
 CELL_CENTRE_XY = (1.3, 0.75)  # metres: where the cell's two arms face each other (any point serves the timing)
 MOVE_PER_UNIT_M = 0.05  # metres one command unit moves the arm at the planning gain
@@ -91,14 +90,13 @@ def _wait(condition: str) -> None:
             pass
 
 
-def _hold_polling() -> int | None:
-    """Open the PM QoS request that idle CPUs poll (a descriptor to close), or None where it cannot be held."""
+def _hold_polling() -> Callable[[], None] | None:
+    """The runtime's PM QoS request that idle CPUs poll (``hold_cpu_latency(0)``): its release, or None where it
+    cannot be held (not root)."""
     try:
-        fd = os.open(CPU_DMA_LATENCY, os.O_WRONLY)
+        return hold_cpu_latency(0)
     except OSError:
         return None
-    os.write(fd, struct.pack("i", 0))
-    return fd
 
 
 def run(calls: int) -> dict[str, dict[str, dict[str, float]]]:
@@ -110,8 +108,8 @@ def run(calls: int) -> dict[str, dict[str, dict[str, float]]]:
     polling_held = True
     for _ in range(max(1, calls // BLOCK_CALLS)):
         for condition in conditions:
-            fd = _hold_polling() if condition == SLEEP_POLLING else None
-            if condition == SLEEP_POLLING and fd is None:
+            release = _hold_polling() if condition == SLEEP_POLLING else None
+            if condition == SLEEP_POLLING and release is None:
                 polling_held = False
                 continue
             try:
@@ -123,8 +121,8 @@ def run(calls: int) -> dict[str, dict[str, dict[str, float]]]:
                         call()
                         samples[condition][name].append(time.perf_counter() - t0)
             finally:
-                if fd is not None:
-                    os.close(fd)
+                if release is not None:
+                    release()
     out: dict[str, dict[str, dict[str, float]]] = {}
     for condition, by_piece in samples.items():
         if condition == SLEEP_POLLING and not polling_held:
