@@ -92,6 +92,11 @@ class _ArmView:
         rows = list(self.sent)[-n:] if n else []
         return np.asarray(rows, dtype=np.float64).reshape(-1, self.size)
 
+    def in_flight_moves(self) -> list[list[float]]:
+        """``in_flight``'s moves: the position part of each command (command units), as the barrier reads them."""
+        dims = POSITION_SLICE[1] - POSITION_SLICE[0]
+        return [row[:dims] for row in self.in_flight().tolist()]
+
 
 class _Mailbox:
     """The supervisor, reduced to what the shield needs: each arm's newest report, readable by its partner."""

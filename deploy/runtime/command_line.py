@@ -22,14 +22,13 @@ numpy only (robot side).
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections import Counter, OrderedDict
 from typing import NamedTuple
 
 import numpy as np
 
-from deploy.contract import ActionHistory, ObservationContract, in_flight_displacement_m
+from deploy.contract import ActionHistory, ObservationContract
 from deploy.wire import HOLD_SEQ, seq_newer
 
 
@@ -46,6 +45,9 @@ MIN_SENT_CAPACITY = 64  # commands remembered for matching the robot's reported 
 # The arm may still owe the motion of the newest command it reports applied (the simulated Fetch's y axis lags its
 # target by one control step): the barrier counts that command as still to come.
 UNREPORTED_APPLIED_EXTRA = 2  # without a reported line: commands beyond the delay that one state may reflect
+
+
+LinesKey = tuple[tuple[int, ...], tuple[int, ...], int | None]  # two states' lines and the newest command sent before
 
 
 def newest_listed(pending: tuple[int, ...]) -> int | None:
@@ -73,7 +75,6 @@ class CommandLine:
         self._hold = contract.hold()
         self._in_flight = np.zeros((0, contract.action_dim))
         self._line_seqs: tuple[int, ...] = ()  # the reported line's sequence numbers (oldest first)
-        self._owed = np.zeros((0, contract.action_dim))  # the newest command applied: the arm may still owe it
         self._sent: OrderedDict[int, SentCommand] = OrderedDict()  # seq -> what was sent, in sending order
         bound = max(abs(contract.action_low), abs(contract.action_high))
         self._unknown_length = 2.0 * bound * math.sqrt(self.position_dims)  # a forgotten command, both ways
@@ -81,13 +82,16 @@ class CommandLine:
         self._capacity = max(MIN_SENT_CAPACITY, 4 * contract.history_len)
         self.acked_seq = 0  # newest command the robot reported in its delay line
         self._in_flight_rows: np.ndarray | None = None  # in_flight() as built since the last change (None: stale)
+        self._in_flight_moves: list[list[float]] | None = None  # in_flight_moves(), likewise
+        self._owed_move: list[float] | None = None  # the newest command applied (its move): the arm may still owe it
+        self._maybe_applied_memo: tuple[LinesKey, list[int]] | None = None  # its last question, answer (since a send)
 
     def new_episode(self) -> None:
         """The robot went home: nothing is in flight and the history is all holds."""
-        self._in_flight_rows = None
+        self._changed()
         self.history.clear()
         self._in_flight = self._in_flight[:0]
-        self._owed = self._owed[:0]
+        self._owed_move = None
         self._line_seqs = ()
 
     def round_trip_s(self, pending: tuple[int, ...], t_in: float) -> float | None:
@@ -111,32 +115,6 @@ class CommandLine:
             return 0
         return sum(1 for seq in pending if seq != HOLD_SEQ and seq not in sent_table and not seq_newer(oldest, seq))
 
-    def out_of_order(self, pending: tuple[int, ...]) -> bool:
-        """Whether a reported delay line (oldest first) lists two of this loop's commands in another order than
-        they were sent: each command in it must be newer than the one before it (holds, 0, are skipped)."""
-        commands = [seq for seq in pending if seq != HOLD_SEQ]
-        return any(not seq_newer(newer, older) for older, newer in itertools.pairwise(commands))
-
-    @staticmethod
-    def not_fifo(old_pending: tuple[int, ...], new_pending: tuple[int, ...]) -> bool:
-        """Whether a reported delay line cannot follow from the previous accepted one (``old_pending``) on a robot
-        that applies its line oldest first. Commands reach the robot in the order they were sent (or are lost), so
-        every command of the new line sent no later than the old line's newest must have been in the old line
-        (else it was applied already, or never arrived), and the old line's commands still listed must be its
-        newest ones (a command leaves from the front, never from the middle). Either broken shows the robot's
-        bookkeeping of its line is wrong: the policy would be given an action history that is not the robot's,
-        and the barrier would count moves already made or miss ones to come. Holds (0) are skipped; an old line
-        of holds only bounds nothing."""
-        old = [seq for seq in old_pending if seq != HOLD_SEQ]
-        if not old:
-            return False
-        listed, newest = set(old), old[-1]
-        if any(seq != HOLD_SEQ and seq not in listed and not seq_newer(seq, newest) for seq in new_pending):
-            return True
-        still = set(new_pending)
-        kept = [seq in still for seq in old]
-        return any(earlier and not later for earlier, later in itertools.pairwise(kept))
-
     @property
     def last_sent_seq(self) -> int | None:
         """Sequence number of the newest command sent (None before the first)."""
@@ -145,7 +123,8 @@ class CommandLine:
     def sent(self, seq: int, command: np.ndarray, robot_reports_line: bool, t_sent: float = 0.0) -> None:
         """Remember a command just sent (float64) and when (seconds); without a reported line it enters the history
         at once."""
-        self._in_flight_rows = None
+        self._changed()
+        self._maybe_applied_memo = None
         self._sent[seq] = SentCommand(command, t_sent, math.hypot(*command[: self.position_dims].tolist()))
         if len(self._sent) > self._capacity:
             self._sent.popitem(last=False)
@@ -164,29 +143,30 @@ class CommandLine:
         """
         if not pending:
             return  # the robot does not report its line: keep the history of what was sent
-        self._in_flight_rows = None
+        self._changed()
         history_len = self.contract.history_len
         if len(pending) < history_len:
             raise ValueError(
                 f"the robot reports {len(pending)} commands in flight; the policy was trained with a history of "
                 f"{history_len}. Recalibrate the delay or use a package trained for this robot"
             )
-        rows = np.empty((len(pending), self.contract.action_dim))
-        for i, seq in enumerate(pending):
+        commands = []
+        for seq in pending:
             sent = self._sent.get(seq) if seq != HOLD_SEQ else None
             if sent is None:
                 if seq != HOLD_SEQ:
                     self.counts["unknown_pending"] += 1
-                rows[i] = self._hold
+                commands.append(self._hold)
                 continue
-            rows[i] = sent.command
+            commands.append(sent.command)
             if seq_newer(seq, self.acked_seq):
                 self.acked_seq = seq
+        rows = np.array(commands)  # one call, not one per row: a tick starts cold, and each numpy call costs then
         if len(pending) > history_len:
             self.counts["line_longer_than_history"] += 1
         left = [seq for seq in self._line_seqs if seq not in pending and seq in self._sent]
         if left:  # the newest command that left the line was applied last
-            self._owed = self._sent[left[-1]].command[None, :]
+            self._owed_move = self._sent[left[-1]].command[: self.position_dims].tolist()
         self._line_seqs = pending
         self._in_flight = rows
         self.history.set_state(rows[len(rows) - history_len :])
@@ -218,20 +198,36 @@ class CommandLine:
             out.append(sent)
         return out
 
-    def displacement_m(self, dims: int) -> np.ndarray:
-        """Metres the gripper will still move at nominal gain from the commands in flight, and from the newest
-        command applied (the arm may lag it by a step)."""
-        rows = self.in_flight()
-        if len(self._owed):
-            rows = np.vstack([self._owed, rows]) if len(rows) else self._owed
-        return in_flight_displacement_m(rows, self.contract.action_scale_m, dims)
+    def in_flight_moves(self) -> list[list[float]]:
+        """``in_flight``'s moves (the first ``position_dims`` components, command units) as Python floats, for the
+        tick's pure-Python planners. Built once per change; do not write to it."""
+        if self._in_flight_moves is None:
+            dims = self.position_dims
+            self._in_flight_moves = [row[:dims] for row in self.in_flight().tolist()]
+        return self._in_flight_moves
+
+    def displacement_m(self) -> list[float]:
+        """Metres (first ``position_dims`` axes) the gripper will still move at nominal gain from the commands in
+        flight and the newest applied (the arm may lag it a step); on floats: numpy's calls cost more, cold."""
+        moves = self.in_flight_moves()
+        if self._owed_move is not None:
+            moves = [self._owed_move, *moves]
+        scale = self.contract.action_scale_m
+        if not moves:
+            return [0.0] * self.position_dims
+        return [sum(axis) * scale for axis in zip(*moves, strict=True)]
+
+    def _changed(self) -> None:
+        """What the commands in flight are built from changed: build them anew when next asked."""
+        self._in_flight_rows = None
+        self._in_flight_moves = None
 
     def applied_for_sure(self, old_pending: tuple[int, ...], new_pending: tuple[int, ...]) -> list[list[float]] | None:
-        """The moves (command units, the first ``position_dims`` components), oldest first, of the commands that
-        were certainly applied between two states with these reported lines: those the old line listed and the new
-        one no longer does (a line is applied from the front, ``not_fifo``). A command sent after the old state and
-        absent from the new line may have been lost on the link, so it is not listed. None when there is nothing
-        to go by: no reported lines, or a command that left the line is one this loop no longer remembers."""
+        """The moves (command units, the first ``position_dims`` components), oldest first, of the commands that were
+        certainly applied between two states with these reported lines: those the old line listed and the new one no
+        longer does (a line is applied from the front, ``line_order.not_fifo``). A command sent after the old state and
+        absent from the new line may have been lost on the link, so it is not listed. None when there is nothing to go
+        by: no reported lines, or a command that left the line is one this loop no longer remembers."""
         if not (old_pending and new_pending):
             return None
         still = set(new_pending)
@@ -266,20 +262,26 @@ class CommandLine:
         self, old_pending: tuple[int, ...], new_pending: tuple[int, ...], sent_after: int | None
     ) -> list[int]:
         """Sequence numbers, oldest first, of the commands that may have been applied between two states with these
-        reported lines: those in the old line or sent after ``sent_after`` (the newest command the robot had when
-        the old state was made; None: none) that the new line no longer lists, and no newer than the newest command
-        it lists. A line is applied from the front (``not_fifo``), so a command newer than every command the new
-        line lists had not reached the robot when it made that state; counted now, it would enter the reckoning
-        before the older commands it follows and the reckoned path would run the wrong way. A new line of holds
-        only bounds nothing: every command sent after ``sent_after`` may have come and gone."""
+        reported lines: those in the old line or sent after ``sent_after`` (the newest command the robot had when the
+        old state was made; None: none) that the new line no longer lists, and no newer than the newest command it
+        lists. A line is applied from the front (``line_order.not_fifo``), so a command newer than every command the new
+        line lists had not reached the robot when it made that state; counted now, it would enter the reckoning before
+        the older commands it follows and the reckoned path would run the wrong way. A new line of holds only bounds
+        nothing: every command sent after ``sent_after`` may have come and gone. Kept until the next send: a state's
+        check asks twice (``applied_length``, ``applied_moves``)."""
+        key = (old_pending, new_pending, sent_after)
+        if self._maybe_applied_memo is not None and self._maybe_applied_memo[0] == key:
+            return self._maybe_applied_memo[1]
         still = set(new_pending)
         newest = newest_listed(new_pending)
         candidates = dict.fromkeys([*old_pending, *reversed(self._sent_after(sent_after))])
-        return [
+        seqs = [
             seq
             for seq in candidates
             if seq != HOLD_SEQ and seq not in still and (newest is None or not seq_newer(seq, newest))
         ]
+        self._maybe_applied_memo = (key, seqs)
+        return seqs
 
     @property
     def largest_command(self) -> float:

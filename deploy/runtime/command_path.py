@@ -60,7 +60,6 @@ class CommandPath:
         self.limits = limits
         self.line = line
         self.guard = guard
-        self._dims = limits.position_dims
         self._hold = contract.hold()
         self.previous = contract.hold()  # the last command sent (command units)
 
@@ -112,9 +111,7 @@ class CommandPath:
     ) -> FilterResult:
         """The safety filter on ``action`` from the current bound and the commands in flight; in a cell, then the
         separation cut (``poll_partner``: read the partner's link first; False when this tick polled it already)."""
-        result = filter_action(
-            position, self.line.displacement_m(self._dims), action, self.previous, age_s, self.limits, bound
-        )
+        result = filter_action(position, self.line.displacement_m(), action, self.previous, age_s, self.limits, bound)
         return result if self.separation is None else self.separation.cut(result, bound, poll_partner)
 
     def before_state(self) -> None:

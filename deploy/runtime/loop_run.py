@@ -9,6 +9,7 @@ its stop past ``watchdog_stop_s``). Acts through the controller's actions (``dep
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,7 +45,7 @@ class RunTicks:
             ctl.counts["line_longer_than_spec"] += 1  # the robot's delay grew past its spec: recalibrate
         ctl.line.sync(msg.pending)
         flat = ctl.path.observation(msg.state, episodes.current.goal)  # type: ignore[union-attr]
-        if not np.isfinite(flat).all():  # what the policy would get, after the float32 cast
+        if not all(map(math.isfinite, flat.tolist())):  # what the policy would get, after the float32 cast
             # the state passed its checks, so a goal beyond float32's range: no later tick can do better
             ctl.counts["non_finite_observations"] += 1
             ctl.interventions.add((NON_FINITE_OBSERVATION,))

@@ -108,7 +108,7 @@ class EpisodeCount(Protocol):
 class InFlight(Protocol):
     """What the barrier reads of the command line (``CommandLine``)."""
 
-    def in_flight(self) -> np.ndarray: ...
+    def in_flight_moves(self) -> list[list[float]]: ...
 
 
 class ReportLink(Protocol):
@@ -297,7 +297,7 @@ class SeparationBarrier:
             self.counts[SEPARATION_NO_BOUND] += 1
             return FilterResult(np.zeros_like(action), (*result.reasons, SEPARATION_NO_BOUND), False)
         scale = self.move_per_unit_m
-        moves = (self._line.in_flight()[:, :dims] * scale).tolist()  # type: ignore[union-attr]
+        moves = [[u * scale for u in move] for move in self._line.in_flight_moves()]  # type: ignore[union-attr]
         reach = Reach(bound[0], bound[1], moves, COUPLING_SHARE)
         proposed = action[:dims].tolist()
         cut, reason = separation_cut(
@@ -332,7 +332,8 @@ class SeparationBarrier:
                 arm, self._seq, self._clock(), False, zero, zero, zero, self.step_m, period, self.episodes_ended
             )
         else:
-            moves = (self._line.in_flight()[:, : self._dims] * self.move_per_unit_m).tolist()  # type: ignore[union-attr]
+            scale = self.move_per_unit_m
+            moves = [[u * scale for u in move] for move in self._line.in_flight_moves()]  # type: ignore[union-attr]
             low, high = Reach(bounds[0], bounds[1], moves, COUPLING_SHARE).box()
             low, high = layout.box_to_cell(arm, low, high)
             where = layout.point_to_cell(arm, anchor.state[self._where].tolist())

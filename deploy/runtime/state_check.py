@@ -97,11 +97,11 @@ HOMED_OFF_HOME = "homed_off_home"  # a HOMED state away from the spec's home pos
 NOT_FOLLOWING = "not_following"  # the arm did not move along the commands it certainly applied (frozen, blocked)
 # The delay line names a command the loop never sent (checked by the loop before this checker: CommandLine.unsent)
 UNSENT_PENDING = "unsent_pending"
-# ... or lists its commands in another order than they were sent (CommandLine.out_of_order): a serial link does not
+# ... or lists its commands in another order than they were sent (line_order.out_of_order): a serial link does not
 # reorder frames, so the robot's bookkeeping of its line is wrong, and so would be the policy's action history
 PENDING_ORDER = "pending_order"
 # ... or cannot follow from the previous accepted line on a robot that applies its line oldest first
-# (CommandLine.not_fifo): a command already applied listed again, or one gone from the middle
+# (line_order.not_fifo): a command already applied listed again, or one gone from the middle
 PENDING_NOT_FIFO = "pending_not_fifo"
 IMPLAUSIBLE_KINDS = (
     TIME_BACKWARDS,

@@ -1,11 +1,11 @@
 """What the control loop believes of each fresh state, and what a rejected one costs.
 
 numpy only (robot side). A fresh, finite state's delay line must name only commands this loop sent, in the order sent,
-following from the last accepted line as a robot that applies it oldest first would (``CommandLine``); then
-``state_check.StateChecker`` judges it (and bounds where the gripper is, for the barrier); then, for a robot without a
-line, ``UnreportedFollowing`` reckons whether the arm follows the commands sent. An accepted state becomes the anchor
-and refreshes the watchdog (``last_valid_t``). A rejected one (or a non-finite or malformed one) is held and counted,
-never planned with; ``reject`` says when it calls for a safe stop: ``max_implausible_states`` in a row,
+following from the last accepted line as a robot that applies it oldest first would (``CommandLine``, ``line_order``);
+then ``state_check.StateChecker`` judges it (and bounds where the gripper is, for the barrier); then, for a robot
+without a line, ``UnreportedFollowing`` reckons whether the arm follows the commands sent. An accepted state becomes the
+anchor and refreshes the watchdog (``last_valid_t``). A rejected one (or a non-finite or malformed one) is held and
+counted, never planned with; ``reject`` says when it calls for a safe stop: ``max_implausible_states`` in a row,
 ``max_rejected_in_window`` of the last ``rejection_window_states``, no valid state for ``watchdog_stop_s``, or at once
 when the arm did not follow the commands it applied (``not_following``). A task with a block: ``block_check.BlockCheck``
 judges the block's position once the gripper's is accepted (``block_jump``, ``block_moved_alone``) and says when the
@@ -22,6 +22,7 @@ from deploy.contract import ObservationContract
 from deploy.robot_spec import RobotSpec
 from deploy.runtime.block_check import BLOCK_OFF_TABLE, BlockCheck
 from deploy.runtime.command_line import CommandLine, newest_listed
+from deploy.runtime.line_order import not_fifo, out_of_order
 from deploy.runtime.loop_config import LoopConfig
 from deploy.runtime.position_bound import DEFAULT_MAX_UNCONFIRMED_M, MIN_CONFIRM_M, MOTION_UNCONFIRMED, PositionBound
 from deploy.runtime.rejection_window import RejectionWindow
@@ -185,10 +186,10 @@ class StateIntake:
         line = self.line
         if line.unsent(msg.pending):
             return self._rejected(Verdict(False, UNSENT_PENDING))
-        if line.out_of_order(msg.pending):
+        if out_of_order(msg.pending):
             return self._rejected(Verdict(False, PENDING_ORDER))
         old_pending = self.anchor.pending if self.anchor is not None else ()
-        if line.not_fifo(old_pending, msg.pending):
+        if not_fifo(old_pending, msg.pending):
             return self._rejected(Verdict(False, PENDING_NOT_FIFO))
         applied = line.applied_length(old_pending, msg.pending, self._anchor_sent_seq)
         homed = bool(msg.flags & HOMED)

@@ -61,7 +61,7 @@ def test_barrier_counts_every_command_in_flight():
     # History (what the policy sees): the newest two, oldest first.
     np.testing.assert_array_equal(line.history.get_state(), [commands[8], commands[9]])
     # In flight: 0.05 m along +x, +y and -z (one unit each at 0.05 m per unit).
-    np.testing.assert_allclose(line.displacement_m(3), [0.05, 0.05, -0.05])
+    np.testing.assert_allclose(line.displacement_m(), [0.05, 0.05, -0.05])
     assert line.counts["line_longer_than_history"] == 1
 
 
@@ -71,7 +71,7 @@ def test_commands_not_yet_reported_count_too():
         line.sent(seq, np.array([1.0, 0.0, 0.0, 0.0]), robot_reports_line=True)
     line.sync((1, 2))  # the robot has seen 1 and 2; 3 is on the wire
     # 2 reported + 1 unreported = 3 x 0.05 m along x.
-    np.testing.assert_allclose(line.displacement_m(3), [0.15, 0.0, 0.0])
+    np.testing.assert_allclose(line.displacement_m(), [0.15, 0.0, 0.0])
 
 
 def test_a_line_shorter_than_the_history_is_refused():

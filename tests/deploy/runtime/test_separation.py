@@ -68,8 +68,8 @@ class Line:
     def __init__(self) -> None:
         self.commands: list[list[float]] = []
 
-    def in_flight(self) -> np.ndarray:
-        return np.array(self.commands, dtype=np.float64).reshape(-1, 4)
+    def in_flight_moves(self) -> list[list[float]]:
+        return [command[:3] for command in self.commands]
 
 
 class Clock:
