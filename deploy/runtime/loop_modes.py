@@ -71,7 +71,7 @@ STATE_RATE_MISMATCH = "state_rate_mismatch"  # count: the run ended because the 
 
 def finite_as_float32(values: list[float]) -> bool:
     """Every value is finite as float32, which the policy takes (a NaN compares False). On Python floats, with
-    ``map``: a state's dozen values cost less so than numpy's three calls on a tick that starts cold
+    ``map``: a state's dozen values cost less than numpy's three calls on a tick that starts cold
     (``benchmarks/cold_tick.py``)."""
     return all(map(FLOAT32_MAX.__ge__, map(abs, values)))
 

@@ -297,8 +297,7 @@ class SeparationBarrier:
             self.counts[SEPARATION_NO_BOUND] += 1
             return FilterResult(np.zeros_like(action), (*result.reasons, SEPARATION_NO_BOUND), False)
         scale = self.move_per_unit_m
-        moves = [[u * scale for u in move] for move in self._line.in_flight_moves()]  # type: ignore[union-attr]
-        reach = Reach(bound[0], bound[1], moves, COUPLING_SHARE)
+        reach = Reach(bound[0], bound[1], self._moves_in_flight_m(), COUPLING_SHARE)
         proposed = action[:dims].tolist()
         cut, reason = separation_cut(
             reach,
@@ -332,9 +331,7 @@ class SeparationBarrier:
                 arm, self._seq, self._clock(), False, zero, zero, zero, self.step_m, period, self.episodes_ended
             )
         else:
-            scale = self.move_per_unit_m
-            moves = [[u * scale for u in move] for move in self._line.in_flight_moves()]  # type: ignore[union-attr]
-            low, high = Reach(bounds[0], bounds[1], moves, COUPLING_SHARE).box()
+            low, high = Reach(bounds[0], bounds[1], self._moves_in_flight_m(), COUPLING_SHARE).box()
             low, high = layout.box_to_cell(arm, low, high)
             where = layout.point_to_cell(arm, anchor.state[self._where].tolist())
             report = PositionReport(
@@ -342,3 +339,8 @@ class SeparationBarrier:
             )
         self.link.send(report)
         self.counts["reports_sent"] += 1
+
+    def _moves_in_flight_m(self) -> list[list[float]]:
+        """The commands in flight as moves (metres per axis, at the gain the filter plans with), oldest first."""
+        scale = self.move_per_unit_m
+        return [[u * scale for u in move] for move in self._line.in_flight_moves()]  # type: ignore[union-attr]
